@@ -1,0 +1,2 @@
+//! The `wasmop` binary.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Paths of the wasm components built from plugins/ and tests/hostile/.

@@ -1,0 +1,1 @@
+//! Test support for wasmop end-to-end tests.
