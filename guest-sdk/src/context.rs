@@ -5,6 +5,7 @@
 //! [`describe`](crate::Reconciler::describe); a call outside it fails with
 //! [`KubeError::Denied`](crate::KubeError::Denied).
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -184,6 +185,21 @@ impl Context {
         let stored = kube::patch_status(&target.clone().into(), &patch.into())
             .map_err(|e| kube_error("patch-status", target.to_string(), e))?;
         decode(&stored, "patch-status")
+    }
+
+    /// Sets `object`'s status to `status` with a merge patch of the status subresource
+    /// (`{"status": status}`: fields of `status` that serialize to `null` are removed).
+    pub fn update_status<T: Object, S: Serialize>(
+        &self,
+        object: &T,
+        status: &S,
+    ) -> Result<T, Error> {
+        let status = serde_json::to_value(status).map_err(|source| Error::Encode {
+            kind: T::KIND,
+            source,
+        })?;
+        let patch = Patch::Merge(serde_json::json!({ "status": status }));
+        self.patch_status(object.namespace(), object.name(), &patch)
     }
 
     /// Deletes the `T` named `name` (owned objects are garbage-collected). Deleting an object
