@@ -39,7 +39,8 @@ struct Guest {
 }
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let workspace = manifest_dir
         .parent()
         .and_then(Path::parent)
@@ -59,11 +60,17 @@ fn main() {
         guests
     };
 
-    let built_dir = workspace.join("target/wasm-guests").join(WASM_TARGET).join(WASM_PROFILE);
+    let built_dir = workspace
+        .join("target/wasm-guests")
+        .join(WASM_TARGET)
+        .join(WASM_PROFILE);
     let copy_dir = out_dir.join("guests");
-    fs::create_dir_all(&copy_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", copy_dir.display()));
+    fs::create_dir_all(&copy_dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", copy_dir.display()));
 
-    let mut table = String::from("/// Every guest built from `plugins/*/` and `tests/hostile/*/`, sorted by name.\n");
+    let mut table = String::from(
+        "/// Every guest built from `plugins/*/` and `tests/hostile/*/`, sorted by name.\n",
+    );
     table.push_str("pub static GUESTS: &[Guest] = &[\n");
     for guest in &guests {
         let built = built_dir.join(format!("{}.wasm", guest.lib_name));
@@ -85,13 +92,15 @@ fn main() {
             guest.name,
             guest.kind,
             guest.package,
-            copy.to_str().unwrap_or_else(|| panic!("{} is not valid UTF-8", copy.display())),
+            copy.to_str()
+                .unwrap_or_else(|| panic!("{} is not valid UTF-8", copy.display())),
         )
         .expect("writing to a String cannot fail");
     }
     table.push_str("];\n");
     let table_path = out_dir.join("guests.rs");
-    fs::write(&table_path, table).unwrap_or_else(|e| panic!("cannot write {}: {e}", table_path.display()));
+    fs::write(&table_path, table)
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", table_path.display()));
 }
 
 /// Reruns this script when anything a guest is built from changes. Cargo scans a directory
@@ -129,15 +138,19 @@ fn guest_dirs(workspace: &Path) -> Vec<(String, &'static str, PathBuf)> {
             Err(e) => panic!("cannot list guest directory {}: {e}", root_dir.display()),
         };
         for entry in entries {
-            let entry = entry.unwrap_or_else(|e| panic!("cannot list guest directory {}: {e}", root_dir.display()));
+            let entry = entry.unwrap_or_else(|e| {
+                panic!("cannot list guest directory {}: {e}", root_dir.display())
+            });
             let dir = entry.path();
             if !dir.join("Cargo.toml").is_file() {
                 continue;
             }
-            let name = entry
-                .file_name()
-                .into_string()
-                .unwrap_or_else(|n| panic!("guest directory name {n:?} in {} is not UTF-8", root_dir.display()));
+            let name = entry.file_name().into_string().unwrap_or_else(|n| {
+                panic!(
+                    "guest directory name {n:?} in {} is not UTF-8",
+                    root_dir.display()
+                )
+            });
             found.push((name, *kind, dir));
         }
     }
@@ -157,22 +170,38 @@ fn guest_dirs(workspace: &Path) -> Vec<(String, &'static str, PathBuf)> {
 
 /// Finds each guest directory's package and `cdylib` target in `cargo metadata`, failing with
 /// a clear message for a directory that is not a workspace member or not a `cdylib`.
-fn resolve_packages(cargo: &std::ffi::OsStr, workspace: &Path, dirs: Vec<(String, &'static str, PathBuf)>) -> Vec<Guest> {
+fn resolve_packages(
+    cargo: &std::ffi::OsStr,
+    workspace: &Path,
+    dirs: Vec<(String, &'static str, PathBuf)>,
+) -> Vec<Guest> {
     let mut command = Command::new(cargo);
     command
         .current_dir(workspace)
-        .args(["metadata", "--no-deps", "--format-version", "1", "--manifest-path"])
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
         .arg(workspace.join("Cargo.toml"));
     scrub_env(&mut command);
     let output = command
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("cannot run `cargo metadata` for the guests: {e}"));
-    assert!(output.status.success(), "`cargo metadata` for the guests failed ({}); its output is above", output.status);
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("`cargo metadata` printed invalid JSON: {e}"));
+    assert!(
+        output.status.success(),
+        "`cargo metadata` for the guests failed ({}); its output is above",
+        output.status
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("`cargo metadata` printed invalid JSON: {e}"));
 
-    let packages = metadata["packages"].as_array().expect("cargo metadata lists packages");
+    let packages = metadata["packages"]
+        .as_array()
+        .expect("cargo metadata lists packages");
     dirs.into_iter()
         .map(|(name, kind, dir)| {
             let manifest = dir.join("Cargo.toml");
@@ -213,7 +242,14 @@ fn build(cargo: &std::ffi::OsStr, workspace: &Path, guests: &[Guest]) {
     let mut command = Command::new(cargo);
     command
         .current_dir(workspace)
-        .args(["build", "--target", WASM_TARGET, "--profile", WASM_PROFILE, "--manifest-path"])
+        .args([
+            "build",
+            "--target",
+            WASM_TARGET,
+            "--profile",
+            WASM_PROFILE,
+            "--manifest-path",
+        ])
         .arg(workspace.join("Cargo.toml"))
         .arg("--target-dir")
         .arg(workspace.join("target/wasm-guests"));
@@ -230,7 +266,11 @@ fn build(cargo: &std::ffi::OsStr, workspace: &Path, guests: &[Guest]) {
         status.success(),
         "building the guest components failed ({status}); the nested cargo's output is above. \
          Reproduce with: cargo build --target {WASM_TARGET} --profile {WASM_PROFILE} {}",
-        guests.iter().map(|g| format!("-p {}", g.package)).collect::<Vec<_>>().join(" ")
+        guests
+            .iter()
+            .map(|g| format!("-p {}", g.package))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
 }
 
@@ -238,7 +278,14 @@ fn build(cargo: &std::ffi::OsStr, workspace: &Path, guests: &[Guest]) {
 /// host target, the outer target directory, the jobserver, clippy's wrapper), keeping the
 /// user's own cargo settings such as `CARGO_HOME` and network options.
 fn scrub_env(command: &mut Command) {
-    const KEEP_PREFIXES: &[&str] = &["CARGO_HOME", "CARGO_NET_", "CARGO_HTTP_", "CARGO_REGISTRIES_", "CARGO_REGISTRY_", "CARGO_TERM_"];
+    const KEEP_PREFIXES: &[&str] = &[
+        "CARGO_HOME",
+        "CARGO_NET_",
+        "CARGO_HTTP_",
+        "CARGO_REGISTRIES_",
+        "CARGO_REGISTRY_",
+        "CARGO_TERM_",
+    ];
     const REMOVE: &[&str] = &[
         "RUSTFLAGS",
         "RUSTDOCFLAGS",
@@ -256,7 +303,8 @@ fn scrub_env(command: &mut Command) {
     ];
     for (key, _) in env::vars_os() {
         let Some(key) = key.to_str() else { continue };
-        let outer_cargo = key.starts_with("CARGO_") && !KEEP_PREFIXES.iter().any(|p| key.starts_with(p));
+        let outer_cargo =
+            key.starts_with("CARGO_") && !KEEP_PREFIXES.iter().any(|p| key.starts_with(p));
         if outer_cargo || REMOVE.contains(&key) {
             command.env_remove(key);
         }
