@@ -130,7 +130,7 @@ impl Context {
         }
         let gvk = Gvk::of::<T>();
         let items = kube::list(&gvk.into(), namespace, selector).map_err(|e| {
-            let mut target = format!("{}s", T::KIND);
+            let mut target = T::URL_PATH_SEGMENT.to_owned();
             if let Some(namespace) = namespace {
                 target.push_str(&format!(" in {namespace}"));
             }

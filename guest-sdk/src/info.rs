@@ -97,6 +97,12 @@ impl From<Mapping> for wit_info::Mapping {
 /// Everything a plugin declares, built with chained calls. The primary kind is the
 /// reconciler's [`Object`](crate::Reconciler::Object) type and is filled in by the SDK.
 ///
+/// Declaring kinds grants calls on them: the primary kind may be read (get, list), applied,
+/// patched and have its status patched; owned kinds ([`owns`](Self::owns)) may also be
+/// created and deleted; watched kinds ([`watches`](Self::watches)) may be read. Ask for
+/// anything else with [`permission`](Self::permission), and for no more than the plugin uses:
+/// the operator sees the list before installing it.
+///
 /// ```
 /// use wasmop_guest::k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 /// use wasmop_guest::{Info, Mapping, Permission, Verb};

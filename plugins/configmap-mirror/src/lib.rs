@@ -62,12 +62,8 @@ impl Reconciler for ConfigMapMirror {
                 Mapping::Annotation(SOURCE_ANNOTATION.to_owned()),
             )
             .finalizer(FINALIZER)
-            .permission(Permission::new::<ConfigMap>([
-                Verb::Get,
-                Verb::List,
-                Verb::Apply,
-                Verb::Delete,
-            ]))
+            // The primary kind brings get, list and apply; removing copies needs delete.
+            .permission(Permission::new::<ConfigMap>([Verb::Delete]))
     }
 
     fn reconcile(source: ConfigMap, ctx: &Context) -> Result<Action, ReconcileError> {

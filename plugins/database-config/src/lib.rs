@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use wasmop_guest::{Action, Context, Info, Object, Permission, ReconcileError, Reconciler, Verb};
+use wasmop_guest::{Action, Context, Info, Object, ReconcileError, Reconciler};
 use wasmop_guest::{condition, owned_meta, set_condition};
 
 #[derive(Serialize, Deserialize)]
@@ -46,25 +46,21 @@ impl Reconciler for DatabaseConfig {
     type Object = Database;
 
     fn describe() -> Info {
-        Info::new("database-config", env!("CARGO_PKG_VERSION"))
-            .owns::<ConfigMap>()
-            .permission(Permission::new::<Database>([Verb::PatchStatus]))
+        Info::new("database-config", env!("CARGO_PKG_VERSION")).owns::<ConfigMap>()
     }
 
     fn reconcile(db: Database, ctx: &Context) -> Result<Action, ReconcileError> {
-        let DatabaseSpec {
-            engine,
-            host,
-            port,
-            replicas,
-        } = &db.spec;
+        let spec = &db.spec;
         let name = format!("{}-config", db.name());
         let data = BTreeMap::from([
-            ("engine".to_owned(), engine.clone()),
-            ("host".to_owned(), host.clone()),
-            ("port".to_owned(), port.to_string()),
-            ("replicas".to_owned(), replicas.to_string()),
-            ("url".to_owned(), format!("{engine}://{host}:{port}")),
+            ("engine".to_owned(), spec.engine.clone()),
+            ("host".to_owned(), spec.host.clone()),
+            ("port".to_owned(), spec.port.to_string()),
+            ("replicas".to_owned(), spec.replicas.to_string()),
+            (
+                "url".to_owned(),
+                format!("{}://{}:{}", spec.engine, spec.host, spec.port),
+            ),
         ]);
         ctx.apply(&ConfigMap {
             metadata: owned_meta(&db, &name)?,
