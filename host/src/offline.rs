@@ -209,7 +209,7 @@ impl From<&Outcome> for ReportOutcome {
             }
             Outcome::PluginError { message, .. } => (None, Some(message.clone())),
             // Backtraces depend on the compiler; keep reports stable across toolchains.
-            other => (None, Some(other.to_string())),
+            other => (None, Some(other.message())),
         };
         Self {
             result: o.label().to_owned(),

@@ -181,6 +181,9 @@ pub enum RuntimeError {
 
 struct RuntimeInner {
     engine: Engine,
+    /// One permit per instance that may exist at once: the pooling allocator has exactly
+    /// `concurrency` slots, and a call that found none free would fail instead of waiting.
+    slots: Arc<tokio::sync::Semaphore>,
     linker: Linker<CallState>,
     mode: AllocatorMode,
     cache: Option<cache::ArtefactCache>,
@@ -209,6 +212,7 @@ impl Runtime {
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 engine,
+                slots: Arc::new(tokio::sync::Semaphore::new(config.concurrency as usize)),
                 linker,
                 mode,
                 cache,
@@ -340,7 +344,9 @@ impl Plugin {
         &self.inner.stats
     }
 
-    /// Runs `reconcile` for one object in a fresh instance.
+    /// Runs `reconcile` for one object in a fresh instance. Waits for a free instance slot
+    /// first when `concurrency` calls are already running (the wait does not count against
+    /// the call's deadline).
     ///
     /// # Cancellation
     /// Dropping the future drops the instance; writes the plugin already made stay made.

@@ -55,14 +55,12 @@ fn check_prints_what_a_plugin_declares() {
             "missing `{expected}` in:\n{stdout}"
         );
     }
-    assert!(
-        stdout.contains(&format!(
+    assert!(stdout.contains(&format!(
             "size:        {} bytes",
             std::fs::metadata(guest("well-behaved"))
                 .expect("file")
                 .len()
-        ))
-    );
+        )));
 }
 
 fn check_fails(path: &str, reason: &str) {

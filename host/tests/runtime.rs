@@ -86,6 +86,38 @@ async fn healthy_call(plugin: &Plugin, name: &str, value: &str) {
     assert!(matches!(&writes[2], Write::Event { reason, .. } if reason == "Mirrored"));
 }
 
+fn database(name: &str, port: u16) -> Value {
+    json!({
+        "apiVersion": "demo.wasmop.dev/v1", "kind": "Database",
+        "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {"engine": "postgres", "host": "db.shop.svc", "port": port, "replicas": 2}
+    })
+}
+
+/// One call of the example plugin `database-config`, checked for its ConfigMap and status.
+async fn database_config_call(plugin: &Plugin, name: &str, port: u16) {
+    let object = database(name, port);
+    let cluster = seeded(vec![object.clone()]);
+    let outcome = plugin
+        .reconcile(cluster.clone(), request(object.clone()))
+        .await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    let config_map = ObjectRef::new(
+        GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        Some("shop".into()),
+        format!("{name}-config"),
+    );
+    let config_map = cluster.object(&config_map).expect("ConfigMap applied");
+    assert_eq!(
+        config_map["data"]["url"],
+        format!("postgres://db.shop.svc:{port}")
+    );
+    let stored = cluster
+        .object(&ObjectRef::of(&object).expect("ref"))
+        .expect("database");
+    assert_eq!(stored["status"]["observedGeneration"], 1, "{stored}");
+}
+
 #[tokio::test]
 async fn healthy_plugin_applies_patches_status_and_emits_an_event() {
     let rt = runtime();
@@ -206,6 +238,7 @@ const HOSTILE: [&str; 9] = [
 async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keeps_working() {
     let rt = runtime();
     let healthy = load(&rt, "well-behaved").await;
+    let example = load(&rt, "database-config").await;
     let mut hostile = Vec::new();
     for name in HOSTILE {
         let plugin = load(&rt, name).await;
@@ -235,6 +268,7 @@ async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keep
     }
     // And afterwards.
     healthy_call(&healthy, "after", "done").await;
+    database_config_call(&example, "after", 5432).await;
 }
 
 #[tokio::test]
@@ -499,4 +533,78 @@ async fn on_demand_allocator_runs_the_same_calls() {
     ));
     let plugin = load(&rt, "well-behaved").await;
     healthy_call(&plugin, "od", "3").await;
+}
+
+/// The in-memory cluster, but every read waits a little, so instances stay alive across an
+/// await and many exist at once.
+struct Sluggish(MemoryCluster);
+
+#[async_trait]
+impl Cluster for Sluggish {
+    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.0.get(target).await
+    }
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        ns: Option<&str>,
+        sel: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        self.0.list(kind, ns, sel).await
+    }
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        self.0.create(object, plugin).await
+    }
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        self.0.apply(object, plugin).await
+    }
+    async fn patch(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch(target, patch, plugin).await
+    }
+    async fn patch_status(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch_status(target, patch, plugin).await
+    }
+    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.0.delete(target, plugin).await
+    }
+    async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.0.emit_event(event, plugin).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_pool_size_wait_for_a_free_slot() {
+    let rt = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(test_limits()),
+    )
+    .expect("runtime");
+    let plugin = load(&rt, "well-behaved").await;
+    let calls: Vec<_> = (0..12)
+        .map(|i| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move {
+                let object = target(&format!("c{i}"), "1");
+                let cluster = Sluggish(MemoryCluster::new());
+                cluster.0.seed([object.clone()]).expect("seed");
+                plugin.reconcile(Arc::new(cluster), request(object)).await
+            })
+        })
+        .collect();
+    for call in calls {
+        let outcome = call.await.expect("task");
+        assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    }
 }

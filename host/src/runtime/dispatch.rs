@@ -75,6 +75,10 @@ async fn run(
     entry: Entry,
 ) -> Outcome {
     let limits = &plugin.limits;
+    // Never fails: the semaphore lives as long as the runtime and is never closed.
+    let Ok(_slot) = plugin.runtime.slots.acquire().await else {
+        unreachable!("the instance-slot semaphore is never closed");
+    };
     let state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
     let mut store = match new_store(&plugin.runtime.engine, state, limits.fuel) {
         Ok(store) => store,
@@ -119,10 +123,41 @@ async fn run(
         );
     }
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    if outcome.is_success() {
-        tracing::debug!(outcome = outcome.label(), elapsed_us, "{outcome}");
-    } else {
-        tracing::warn!(outcome = outcome.label(), elapsed_us, "{outcome}");
+    // The span carries these too, but it is at INFO and may be filtered out: a failure must
+    // name its plugin and object on its own.
+    let plugin_name = state.host.plugin.as_str();
+    let object = request.target.to_string();
+    match &outcome {
+        Outcome::Action(_) => {
+            tracing::debug!(
+                plugin = plugin_name,
+                object,
+                outcome = outcome.label(),
+                elapsed_us,
+                "{outcome}"
+            );
+        }
+        Outcome::Trap { backtrace, .. } => {
+            let backtrace = backtrace.join(" <- ");
+            tracing::warn!(
+                plugin = plugin_name,
+                object,
+                outcome = outcome.label(),
+                elapsed_us,
+                backtrace,
+                "{}",
+                outcome.message()
+            );
+        }
+        _ => {
+            tracing::warn!(
+                plugin = plugin_name,
+                object,
+                outcome = outcome.label(),
+                elapsed_us,
+                "{outcome}"
+            );
+        }
     }
     outcome
 }
@@ -205,9 +240,10 @@ fn trap(error: &wasmtime::Error, printed: &Printed) -> Outcome {
             bt.frames()
                 .iter()
                 .map(|f| {
+                    // `{:#}` drops the hash suffix; non-Rust names pass through unchanged.
                     let func = f
                         .func_name()
-                        .map(str::to_owned)
+                        .map(|n| format!("{:#}", rustc_demangle::demangle(n)))
                         .unwrap_or_else(|| format!("func[{}]", f.func_index()));
                     match f.module().name() {
                         Some(module) => format!("{module}!{func}"),

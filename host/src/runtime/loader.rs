@@ -377,6 +377,9 @@ async fn describe(
     pre: &PluginPre<CallState>,
     limits: &super::Limits,
 ) -> Result<PluginInfo, LoadError> {
+    let Ok(_slot) = runtime.inner.slots.acquire().await else {
+        unreachable!("the instance-slot semaphore is never closed");
+    };
     // A placeholder name for log tags until the plugin has said its own.
     let placeholder = PluginName::new("loading").map_err(DeclarationError::Name)?;
     let state = CallState::from_parts(

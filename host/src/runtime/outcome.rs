@@ -112,6 +112,17 @@ fn mib(bytes: u64) -> String {
     }
 }
 
+impl Outcome {
+    /// What happened, without the backtrace (whose frames depend on the compiler), so it is
+    /// stable enough for golden files. [`Display`](fmt::Display) adds the innermost frame.
+    pub fn message(&self) -> String {
+        match self {
+            Outcome::Trap { message, .. } => format!("the plugin trapped: {message}"),
+            other => other.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -149,11 +160,14 @@ impl fmt::Display for Outcome {
             Outcome::Denied(denial) => write!(f, "the plugin made a denied host call: {denial}"),
             Outcome::LimitExceeded(LimitKind::HostBytes(n)) => write!(
                 f,
-                "the plugin passed more than {} to the host in one call",
+                "the plugin passed more than {} to the host in one invocation",
                 mib(*n)
             ),
             Outcome::LimitExceeded(LimitKind::HostCalls(n)) => {
-                write!(f, "the plugin made more than {n} host calls in one call")
+                write!(
+                    f,
+                    "the plugin made more than {n} host calls in one invocation"
+                )
             }
         }
     }
