@@ -7,6 +7,7 @@
 //! [`memory::MemoryCluster`] serves `wasmop test` and the tests; the controller supplies an
 //! implementation backed by the API server and its watch caches.
 
+pub mod journal;
 pub mod memory;
 pub mod selector;
 

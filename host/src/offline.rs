@@ -41,17 +41,19 @@
 //! ```
 //! A failed write carries an `error:` field with the cluster's message.
 
+mod report;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cluster::memory::{MemoryCluster, Target, Write};
+pub use self::report::{GoldenError, Report, ReportOutcome};
+use crate::cluster::memory::MemoryCluster;
 use crate::cluster::{ClusterError, IdentityError};
 use crate::runtime::{
-    Action, AllocatorChoice, LoadError, LoadOptions, Outcome, Plugin, Request, Runtime,
-    RuntimeConfig, RuntimeError,
+    AllocatorChoice, LoadError, LoadOptions, Plugin, Request, Runtime, RuntimeConfig, RuntimeError,
 };
 
 /// Why an offline run could not happen (the plugin's own failures are in the [`Report`]).
@@ -139,16 +141,21 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// A scenario reconciling `object` (which is also stored in the cluster).
+    /// A scenario for `object` (which is also stored in the cluster). Like the host, it
+    /// calls `cleanup` when the object is being deleted (`metadata.deletionTimestamp` is set)
+    /// and `reconcile` otherwise.
     pub fn new(object: Value) -> Result<Self, OfflineError> {
         crate::cluster::ObjectRef::of(&object).map_err(|source| OfflineError::Identity {
             what: "the object to reconcile".into(),
             source,
         })?;
+        let cleanup = object
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null());
         Ok(Self {
             object,
             state: Vec::new(),
-            cleanup: false,
+            cleanup,
         })
     }
 
@@ -178,225 +185,11 @@ impl Scenario {
         Ok(self.with_state(objects))
     }
 
-    /// Calls `cleanup` instead of `reconcile` (an object being deleted).
+    /// Calls `cleanup` instead of `reconcile`, as for an object being deleted.
     #[must_use]
     pub fn cleanup(mut self) -> Self {
         self.cleanup = true;
         self
-    }
-}
-
-/// How the call ended, as written in a report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReportOutcome {
-    /// The outcome's label (`done`, `requeue`, `trap`, ...).
-    pub result: String,
-    /// For `requeue`: the delay.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requeue_after_ms: Option<u64>,
-    /// For failures: what happened.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-impl From<&Outcome> for ReportOutcome {
-    fn from(o: &Outcome) -> Self {
-        let (requeue_after_ms, message) = match o {
-            Outcome::Action(Action::Done) => (None, None),
-            Outcome::Action(Action::RequeueAfter(d)) => {
-                (Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)), None)
-            }
-            Outcome::PluginError { message, .. } => (None, Some(message.clone())),
-            // Backtraces depend on the compiler; keep reports stable across toolchains.
-            other => (None, Some(other.message())),
-        };
-        Self {
-            result: o.label().to_owned(),
-            requeue_after_ms,
-            message,
-        }
-    }
-}
-
-/// What one offline call did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    /// The plugin's name.
-    pub plugin: String,
-    /// `reconcile` or `cleanup`.
-    pub call: &'static str,
-    /// The object the call was for.
-    pub object: Target,
-    /// The writes, in order.
-    pub writes: Vec<Write>,
-    /// How it ended.
-    pub outcome: ReportOutcome,
-    /// The outcome itself.
-    #[serde(skip)]
-    pub raw_outcome: Outcome,
-}
-
-/// A report that differs from its golden file.
-#[derive(Debug, thiserror::Error)]
-pub enum GoldenError {
-    /// The golden file could not be read.
-    #[error("cannot read golden file {path}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The golden file is not YAML.
-    #[error("golden file {path} is not valid YAML")]
-    Yaml {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: serde_yaml::Error,
-    },
-    /// The report differs.
-    #[error("the report differs from {path} (- expected, + actual):\n{diff}")]
-    Mismatch {
-        /// The file.
-        path: PathBuf,
-        /// A unified diff.
-        diff: String,
-    },
-}
-
-/// Rebuilds every JSON map with its keys in sorted order, whatever serde_json's map type.
-fn canonical(v: Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, canonical(v)))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
-        other => other,
-    }
-}
-
-fn canonical_write(w: Write) -> Write {
-    match w {
-        Write::Create { object, error } => Write::Create {
-            object: canonical(object),
-            error,
-        },
-        Write::Apply {
-            field_manager,
-            object,
-            error,
-        } => Write::Apply {
-            field_manager,
-            object: canonical(object),
-            error,
-        },
-        Write::Patch {
-            target,
-            patch_type,
-            patch,
-            error,
-        } => Write::Patch {
-            target,
-            patch_type,
-            patch: canonical(patch),
-            error,
-        },
-        Write::PatchStatus {
-            target,
-            patch_type,
-            patch,
-            error,
-        } => Write::PatchStatus {
-            target,
-            patch_type,
-            patch: canonical(patch),
-            error,
-        },
-        other => other,
-    }
-}
-
-impl Report {
-    /// The report as YAML.
-    pub fn to_yaml(&self) -> String {
-        // Serializing plain data to YAML cannot fail; an empty string would show up in any
-        // golden comparison.
-        serde_yaml::to_string(self).unwrap_or_default()
-    }
-
-    /// Compares with the expected YAML (as values: formatting and comments do not matter).
-    pub fn compare(&self, expected_yaml: &str, path: &Path) -> Result<(), GoldenError> {
-        let expected: serde_yaml::Value =
-            serde_yaml::from_str(expected_yaml).map_err(|source| GoldenError::Yaml {
-                path: path.to_owned(),
-                source,
-            })?;
-        let actual_yaml = self.to_yaml();
-        let actual: serde_yaml::Value =
-            serde_yaml::from_str(&actual_yaml).map_err(|source| GoldenError::Yaml {
-                path: path.to_owned(),
-                source,
-            })?;
-        if expected == actual {
-            return Ok(());
-        }
-        let expected_text = serde_yaml::to_string(&expected).unwrap_or_default();
-        let diff = similar::TextDiff::from_lines(&expected_text, &actual_yaml)
-            .unified_diff()
-            .context_radius(3)
-            .header("expected", "actual")
-            .to_string();
-        Err(GoldenError::Mismatch {
-            path: path.to_owned(),
-            diff,
-        })
-    }
-
-    /// Compares with a golden file; reads synchronously (for tests and the CLI's blocking
-    /// edge, not for async code).
-    pub fn compare_with_file(&self, path: impl AsRef<Path>) -> Result<(), GoldenError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| GoldenError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        self.compare(&text, path)
-    }
-
-    /// For tests: panics with a readable diff unless the report matches the golden file.
-    /// With `WASMOP_BLESS=1` in the environment, (re)writes the file instead.
-    ///
-    /// # Panics
-    /// When the report differs or the file cannot be read or written.
-    #[allow(clippy::panic)]
-    pub fn assert_golden(&self, path: impl AsRef<Path>) {
-        let path = path.as_ref();
-        if std::env::var_os("WASMOP_BLESS").is_some_and(|v| v == "1") {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-            }
-            std::fs::write(path, self.to_yaml())
-                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-            return;
-        }
-        if let Err(e) = self.compare_with_file(path) {
-            panic!(
-                "{:#}\n(run with WASMOP_BLESS=1 to accept the new report)",
-                anyhow::Error::from(e)
-            );
-        }
     }
 }
 
@@ -504,7 +297,11 @@ impl Harness {
             plugin: self.plugin.info().name.to_string(),
             call,
             object: (&request.target).into(),
-            writes: cluster.writes().into_iter().map(canonical_write).collect(),
+            writes: cluster
+                .writes()
+                .into_iter()
+                .map(report::canonical_write)
+                .collect(),
             outcome: (&outcome).into(),
             raw_outcome: outcome,
         };
@@ -540,4 +337,43 @@ fn blocking_runtime() -> Result<tokio::runtime::Runtime, OfflineError> {
         .enable_all()
         .build()
         .map_err(OfflineError::AsyncRuntime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_object_being_deleted_is_cleaned_up_not_reconciled() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        assert!(!Scenario::new(live.clone()).expect("valid").cleanup);
+        let mut dying = live;
+        dying["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        assert!(Scenario::new(dying).expect("valid").cleanup);
+    }
+
+    #[test]
+    fn state_yaml_accepts_documents_and_lists() {
+        let yaml = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n\
+                    apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: b}}\n\
+                    - {apiVersion: v1, kind: Namespace, metadata: {name: c}}\n---\n";
+        let objects = objects_from_yaml(yaml, "state").expect("parses");
+        let names: Vec<_> = objects
+            .iter()
+            .map(|o| o["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("a"), json!("b"), json!("c")]);
+    }
+
+    #[test]
+    fn object_file_with_two_objects_is_refused_with_the_count() {
+        let yaml = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n\
+                    apiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n";
+        let err = Scenario::from_yaml(yaml).expect_err("two objects");
+        assert_eq!(
+            err.to_string(),
+            "the object to reconcile must hold exactly one object, it holds 2"
+        );
+    }
 }

@@ -13,6 +13,7 @@
 mod bindings;
 mod cache;
 mod call;
+mod describe;
 mod dispatch;
 mod engine;
 mod hostcalls;
@@ -30,6 +31,7 @@ use wasmtime::component::Linker;
 
 pub use self::cache::CacheError;
 use self::call::CallState;
+pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
 pub use self::loader::{LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, LimitKind, Outcome, PluginErrorKind};

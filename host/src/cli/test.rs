@@ -23,7 +23,8 @@ pub struct RawTest {
     /// The plugin's settings: a YAML or JSON file holding one mapping.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Call `cleanup` (an object being deleted) instead of `reconcile`.
+    /// Call `cleanup` instead of `reconcile` (implied when the object has
+    /// `metadata.deletionTimestamp`, as the host does for an object being deleted).
     #[arg(long)]
     cleanup: bool,
     /// Compare the report with this golden file; exit 2 on a difference.
