@@ -608,3 +608,20 @@ async fn calls_beyond_the_pool_size_wait_for_a_free_slot() {
         assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     }
 }
+
+#[tokio::test]
+async fn settings_that_are_not_a_json_object_are_refused() {
+    let rt = runtime();
+    let options = LoadOptions {
+        config: json!(["not", "a", "mapping"]),
+        ..LoadOptions::default()
+    };
+    let err = rt
+        .load_file(wasmop_test_guests::component("well-behaved"), options)
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "the plugin's settings must be a JSON object, not an array"
+    );
+}

@@ -68,6 +68,21 @@ pub async fn call(
     run(plugin, cluster, request, entry).instrument(span).await
 }
 
+/// The object as the WIT promises it: without `managedFields` and the last-applied
+/// annotation, which are large, server-owned and of no use to a reconcile.
+fn trimmed(mut object: serde_json::Value) -> serde_json::Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+        if let Some(annotations) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) {
+            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+            if annotations.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    object
+}
+
 async fn run(
     plugin: &PluginInner,
     cluster: Arc<dyn Cluster>,
@@ -91,7 +106,7 @@ async fn run(
     };
     let wit_request = reconciler::Request {
         target: to_wit_ref(&request.target),
-        object: request.object.to_string(),
+        object: trimmed(request.object).to_string(),
     };
     let started = Instant::now();
     let call = async {
@@ -254,4 +269,27 @@ fn trap(error: &wasmtime::Error, printed: &Printed) -> Outcome {
         })
         .unwrap_or_default();
     Outcome::Trap { message, backtrace }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requests_are_trimmed_of_server_bookkeeping() {
+        let object = json!({"metadata": {
+            "name": "a",
+            "managedFields": [{"manager": "kubectl"}],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}
+        }});
+        assert_eq!(
+            trimmed(object),
+            json!({"metadata": {"name": "a", "annotations": {"keep": "me"}}})
+        );
+        let only_last_applied = json!({"metadata": {"annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"
+        }}});
+        assert_eq!(trimmed(only_last_applied), json!({"metadata": {}}));
+    }
 }

@@ -141,6 +141,9 @@ pub enum LoadError {
     /// The policy refuses the plugin.
     #[error("the policy refuses the plugin")]
     Policy(#[from] PolicyError),
+    /// The plugin's settings are not a JSON object.
+    #[error("the plugin's settings must be a JSON object, not {0}")]
+    SettingsNotAnObject(&'static str),
     /// The plugin's limits do not fit the runtime.
     #[error("the plugin's limits do not fit the runtime: {0}")]
     Limits(String),
@@ -293,6 +296,17 @@ pub async fn load(
     options: LoadOptions,
 ) -> Result<super::Plugin, LoadError> {
     check_framing(&bytes)?;
+    let kind = match &options.config {
+        serde_json::Value::Object(_) => None,
+        serde_json::Value::Null => Some("null"),
+        serde_json::Value::Bool(_) => Some("a boolean"),
+        serde_json::Value::Number(_) => Some("a number"),
+        serde_json::Value::String(_) => Some("a string"),
+        serde_json::Value::Array(_) => Some("an array"),
+    };
+    if let Some(kind) = kind {
+        return Err(LoadError::SettingsNotAnObject(kind));
+    }
     let limits = options
         .limits
         .clone()
