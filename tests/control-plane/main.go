@@ -7,6 +7,7 @@
 //	wasmop-control-plane etcd [flags]                 embedded etcd server (go.etcd.io/etcd/server/v3)
 //	wasmop-control-plane kube-apiserver [flags]       upstream k8s.io/kubernetes/cmd/kube-apiserver
 //	wasmop-control-plane kube-controller-manager ...  upstream k8s.io/kubernetes/cmd/kube-controller-manager
+//	wasmop-control-plane kubectl ARGS...               upstream kubectl
 //	wasmop-control-plane version                      versions of the components
 package main
 
@@ -15,18 +16,14 @@ import (
 	"os"
 	_ "time/tzdata" // as in upstream kube-apiserver: time zone data for CronJob validation
 
+	etcdversion "go.etcd.io/etcd/api/v3/version"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"          // as upstream: JSON log format
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // as upstream: client-go metrics
 	_ "k8s.io/component-base/metrics/prometheus/version"  // as upstream: version metric
+	kubeversion "k8s.io/component-base/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
-)
-
-// Versions of the upstream components, kept in step with go.mod by hand; `version` prints them.
-const (
-	kubernetesVersion = "v1.35.4"
-	etcdVersion       = "v3.6.5"
 )
 
 const usage = `usage: wasmop-control-plane ROLE [flags]
@@ -37,6 +34,7 @@ roles:
   etcd                      run the embedded etcd server (see "etcd -h")
   kube-apiserver            run the upstream kube-apiserver (upstream flags)
   kube-controller-manager   run the upstream kube-controller-manager (upstream flags)
+  kubectl                   run the upstream kubectl (same version as the apiserver)
   version                   print the component versions
 `
 
@@ -59,8 +57,10 @@ func main() {
 		cmd := controllermanager.NewControllerManagerCommand()
 		cmd.SetArgs(args)
 		os.Exit(cli.Run(cmd))
+	case "kubectl":
+		runKubectl(args)
 	case "version":
-		fmt.Printf("kubernetes %s\netcd %s\n", kubernetesVersion, etcdVersion)
+		fmt.Printf("kubernetes %s\netcd v%s\n", kubernetesVersion(), etcdversion.Version)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
@@ -68,3 +68,7 @@ func main() {
 		os.Exit(2)
 	}
 }
+
+// kubernetesVersion is the version the `cp` script stamps into k8s.io/component-base/version
+// from go.mod (as the upstream build does); the apiserver reports the same at /version.
+func kubernetesVersion() string { return kubeversion.Get().GitVersion }

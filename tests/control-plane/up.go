@@ -443,7 +443,7 @@ func (l *launcher) state() state {
 		Server:            l.server(),
 		CAFile:            l.path("pki/ca.crt"),
 		LauncherPID:       os.Getpid(),
-		KubernetesVersion: kubernetesVersion,
+		KubernetesVersion: kubernetesVersion(),
 		Ports:             l.ports,
 		Etcd:              componentState{URL: l.etcdURL(), PID: l.etcd.pid(), Log: l.etcd.logPath},
 		APIServer:         componentState{URL: l.server(), PID: l.api.pid(), Log: l.api.logPath},
@@ -483,7 +483,7 @@ func (l *launcher) announce() {
 export KUBECONFIG=%s
 
 Stop with Ctrl-C (or type "shutdown"); type "help" for more commands.
-`, kubernetesVersion, l.dir, l.server(), l.path("logs"), l.path("state.json"), l.path("admin.kubeconfig"))
+`, kubernetesVersion(), l.dir, l.server(), l.path("logs"), l.path("state.json"), l.path("admin.kubeconfig"))
 }
 
 // fail reports an error that ends the launcher.
