@@ -26,6 +26,9 @@ const stopGrace = 30 * time.Second
 // fatal message and the few lines that lead to it.
 const logTailLines = 40
 
+// errPortTaken marks a start that failed because another process had bound the port.
+var errPortTaken = errors.New("a port was taken")
+
 // component is one running (or stopped) child process.
 type component struct {
 	name    string
@@ -133,8 +136,13 @@ func (c *component) waitReady(ctx context.Context, client *http.Client, url stri
 		}
 		select {
 		case <-c.exited:
-			return fmt.Errorf("%s exited before it was ready (%v); last lines of %s:\n%s",
-				c.name, c.exitErr, c.logPath, c.logTail())
+			tail := c.logTail()
+			err := fmt.Errorf("%s exited before it was ready (%v); last lines of %s:\n%s",
+				c.name, c.exitErr, c.logPath, tail)
+			if strings.Contains(tail, "address already in use") {
+				return fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
 			return fmt.Errorf("%s was not ready at %s within %s (last answer: %s); last lines of %s:\n%s",
 				c.name, url, timeout, last, c.logPath, c.logTail())

@@ -27,6 +27,11 @@ import (
 // longer on a 2-core machine busy compiling, and a false failure costs a whole test run.
 const readyTimeout = 3 * time.Minute
 
+// portAttempts is how often start-up is tried with fresh ports when a component finds its port
+// taken: a port is free when picked but another process may bind it before the component does,
+// which happens rarely, so a few attempts make it vanishingly unlikely.
+const portAttempts = 3
+
 // serviceClusterIPRange is required by kube-apiserver; no traffic ever goes there, it only
 // allocates the `kubernetes` Service's address (clusterServiceIP).
 const serviceClusterIPRange = "10.0.0.0/24"
@@ -133,8 +138,16 @@ flags:
 	signal.Ignore(syscall.SIGPIPE)
 
 	err := l.prepare(*dir)
-	if err == nil {
+	for attempt := 1; err == nil; attempt++ {
+		if err = l.assignPorts(); err != nil {
+			break
+		}
 		err = l.startAll()
+		if err == nil || attempt == portAttempts || !errors.Is(err, errPortTaken) {
+			break
+		}
+		l.stopAll()
+		fmt.Fprintf(os.Stderr, "wasmop-control-plane: %v\nretrying with other ports\n", err)
 	}
 	if err != nil {
 		l.stopAll()
@@ -264,9 +277,13 @@ func (l *launcher) prepare(dir string) error {
 			return fmt.Errorf("creating %s: %w", filepath.Join(l.dir, sub), err)
 		}
 	}
-	if err := l.preparePKI(); err != nil {
-		return err
-	}
+	return l.preparePKI()
+}
+
+// assignPorts picks free ports and writes what names them: the kubeconfigs and the components'
+// flags.
+func (l *launcher) assignPorts() error {
+	var err error
 	for _, p := range []*int{&l.ports.EtcdClient, &l.ports.EtcdPeer, &l.ports.APIServer, &l.ports.ControllerManager} {
 		if *p, err = freePort(); err != nil {
 			return err
