@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::{config, events, kube, types};
 use crate::error::Error;
-use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode};
+use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode, from_json};
 
 /// A patch body, by patch type. Build the body with [`serde_json::json!`].
 #[derive(Debug, Clone, PartialEq)]
@@ -230,7 +230,7 @@ impl Context {
     /// `{}` when there is none, so give `C` defaults with `#[serde(default)]`, and reject
     /// typos with `#[serde(deny_unknown_fields)]`).
     pub fn config<C: DeserializeOwned>(&self) -> Result<C, Error> {
-        serde_json::from_str(&config::get()).map_err(Error::Config)
+        from_json(&config::get()).map_err(Error::Config)
     }
 }
 
