@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
@@ -68,6 +68,9 @@ pub enum IdentityError {
         #[source]
         source: ControlPlaneError,
     },
+    /// The TokenRequest body could not be built (a bug in this crate).
+    #[error("building a TokenRequest")]
+    BuildTokenRequest(#[source] serde_json::Error),
     /// The TokenRequest for a ServiceAccount failed (e.g. the ServiceAccount does not exist).
     #[error("requesting a token for ServiceAccount {namespace}/{name}")]
     TokenRequest {
@@ -147,13 +150,14 @@ async fn service_account_kubeconfig(
     name: &str,
 ) -> Result<PathBuf, IdentityError> {
     let api: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(TOKEN_LIFETIME_SECONDS),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
+    // The shape of k8s-openapi's TokenRequest depends on the Kubernetes version feature it is
+    // built with (fields required up to 1.36 are optional from 1.37), so it goes through JSON.
+    let request: TokenRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": TOKEN_LIFETIME_SECONDS},
+    }))
+    .map_err(IdentityError::BuildTokenRequest)?;
     let answer = api
         .create_token_request(name, &PostParams::default(), &request)
         .await
@@ -162,9 +166,10 @@ async fn service_account_kubeconfig(
             name: name.to_owned(),
             source,
         })?;
-    let token = answer
-        .status
-        .and_then(|s| s.token)
+    let token = serde_json::to_value(&answer)
+        .ok()
+        .and_then(|v| v["status"]["token"].as_str().map(str::to_owned))
+        .filter(|token| !token.is_empty())
         .ok_or_else(|| IdentityError::NoToken {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
