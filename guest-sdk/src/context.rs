@@ -125,9 +125,7 @@ impl Context {
         namespace: Option<&str>,
         selector: Option<&str>,
     ) -> Result<Vec<T>, Error> {
-        if namespace.is_some() {
-            check_scope::<T>(namespace)?;
-        }
+        check_scope::<T>(namespace)?;
         let gvk = Gvk::of::<T>();
         let items = kube::list(&gvk.into(), namespace, selector).map_err(|e| {
             let mut target = T::URL_PATH_SEGMENT.to_owned();

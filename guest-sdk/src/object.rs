@@ -154,10 +154,16 @@ impl ObjectRef {
     /// exactly when `T` is namespaced.
     pub fn new<T: Object>(namespace: Option<&str>, name: &str) -> Result<Self, Error> {
         let gvk = Gvk::of::<T>();
-        check_scope::<T>(namespace)?;
         if name.is_empty() {
             return Err(Error::MissingName { kind: gvk.kind });
         }
+        if T::NAMESPACED && namespace.is_none() {
+            return Err(Error::MissingNamespace {
+                kind: gvk.kind,
+                name: name.to_owned(),
+            });
+        }
+        check_scope::<T>(namespace)?;
         Ok(Self {
             gvk,
             namespace: namespace.map(str::to_owned),
@@ -190,12 +196,11 @@ impl From<ObjectRef> for types::ObjectRef {
     }
 }
 
-/// Checks that `namespace` is given exactly when `T` is namespaced. For `list`, pass `None`
-/// through unchecked instead: it means every namespace.
+/// Checks that a namespace is given only for a namespaced `T` (`None` is valid for both: a
+/// cluster-scoped object, or every namespace for `list`).
 pub(crate) fn check_scope<T: Object>(namespace: Option<&str>) -> Result<(), Error> {
-    match (T::NAMESPACED, namespace) {
-        (true, None) => Err(Error::MissingNamespace { kind: T::KIND }),
-        (false, Some(namespace)) => Err(Error::UnexpectedNamespace {
+    match namespace {
+        Some(namespace) if !T::NAMESPACED => Err(Error::UnexpectedNamespace {
             kind: T::KIND,
             namespace: namespace.to_owned(),
         }),
@@ -336,7 +341,7 @@ mod tests {
     fn object_ref_requires_a_namespace_exactly_for_namespaced_kinds() {
         assert!(matches!(
             ObjectRef::new::<ConfigMap>(None, "a"),
-            Err(Error::MissingNamespace { kind: "ConfigMap" })
+            Err(Error::MissingNamespace { kind: "ConfigMap", .. })
         ));
         assert!(matches!(
             ObjectRef::new::<Namespace>(Some("x"), "a"),
