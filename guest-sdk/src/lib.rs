@@ -1,1 +1,79 @@
-//! The wasmop guest SDK.
+//! Write [wasmop](https://example.invalid/wasmop) reconcile plugins in Rust.
+//!
+//! A plugin is one type implementing [`Reconciler`], exported with [`export!`]. It works on
+//! typed objects (k8s-openapi types for built-in kinds, your own serde types for CRDs through
+//! [`custom_resource!`]) and reaches the cluster only through the [`Context`] the host hands
+//! to each reconcile, within the permissions it declared in [`Reconciler::describe`].
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//!
+//! use wasmop_guest::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+//! use wasmop_guest::{Action, Context, Info, Object, ReconcileError, Reconciler, owned_meta};
+//!
+//! /// Gives every namespace a `team-info` ConfigMap naming the namespace.
+//! struct TeamInfo;
+//!
+//! impl Reconciler for TeamInfo {
+//!     type Object = Namespace;
+//!
+//!     fn describe() -> Info {
+//!         Info::new("team-info", env!("CARGO_PKG_VERSION")).owns::<ConfigMap>()
+//!     }
+//!
+//!     fn reconcile(ns: Namespace, ctx: &Context) -> Result<Action, ReconcileError> {
+//!         let mut metadata = owned_meta(&ns, "team-info")?;
+//!         metadata.namespace = Some(ns.name().to_owned());
+//!         ctx.apply(&ConfigMap {
+//!             metadata,
+//!             data: Some(BTreeMap::from([("namespace".to_owned(), ns.name().to_owned())])),
+//!             ..ConfigMap::default()
+//!         })?;
+//!         Ok(Action::Done)
+//!     }
+//! }
+//!
+//! wasmop_guest::export!(TeamInfo);
+//! # fn main() {}
+//! ```
+//!
+//! Build it as a component with `cargo build --target wasm32-wasip2 --release` (the crate is
+//! a `cdylib`) or `cargo component build --release`, and try it offline with `wasmop test`.
+//!
+//! On targets other than wasm32 the host calls are stubs that panic: the SDK compiles
+//! natively so pure code (and these examples) can be tested with `cargo test`, but
+//! reconciles run only inside the host.
+
+// The generated bindings are the SDK's only unsafe code (see the module's docs).
+#[allow(unsafe_code)]
+#[doc(hidden)]
+pub mod bindings;
+mod conditions;
+mod context;
+mod error;
+mod info;
+pub mod log;
+mod object;
+mod owner;
+mod reconciler;
+
+pub use conditions::{ConditionStatus, condition, find_condition, set_condition};
+pub use context::{Context, Event, EventType, Patch};
+pub use error::{Error, KubeError, ReconcileError};
+pub use info::{Info, Mapping, Permission, Verb};
+pub use object::{Gvk, Object, ObjectRef, Scope};
+pub use owner::{owned_meta, owner_reference};
+pub use reconciler::{Action, Reconciler};
+
+/// The Kubernetes types (the version the host is built with), re-exported so plugins use the
+/// same crate version as the SDK.
+pub use k8s_openapi;
+/// Re-exported for [`Patch`] bodies (`serde_json::json!`) and custom types.
+pub use serde_json;
+
+/// What the macros expand to. Not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::bindings;
+    pub use crate::reconciler::Adapter;
+}

@@ -1,1 +1,91 @@
-//! Paths of the wasm components built from plugins/ and tests/hostile/.
+//! Paths of the wasm components built from `plugins/*/` and `tests/hostile/*/`.
+//!
+//! `build.rs` discovers every guest crate in those directories, builds them all for
+//! `wasm32-wasip2` with the `wasm` profile (into `target/wasm-guests`) and records where each
+//! component is. A guest is named by its directory: `plugins/database-config` is
+//! `"database-config"`, `tests/hostile/infinite-loop` is `"infinite-loop"`.
+//!
+//! ```no_run
+//! let bytes = std::fs::read(wasmop_test_guests::component("database-config")).unwrap();
+//! assert_eq!(&bytes[..4], b"\0asm");
+//! ```
+
+use std::path::Path;
+
+/// Which directory a guest comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GuestKind {
+    /// An example plugin from `plugins/`.
+    Plugin,
+    /// A misbehaving test plugin from `tests/hostile/`.
+    Hostile,
+}
+
+/// One built guest component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Guest {
+    /// The guest's directory name, e.g. `database-config`.
+    pub name: &'static str,
+    /// Whether it is an example plugin or a hostile test plugin.
+    pub kind: GuestKind,
+    /// Its cargo package name.
+    pub package: &'static str,
+    path: &'static str,
+}
+
+impl Guest {
+    /// The component file (a copy made for this build of the crate, so it does not change
+    /// while tests run).
+    pub fn path(&self) -> &'static Path {
+        Path::new(self.path)
+    }
+}
+
+include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+
+/// Every built guest, sorted by name.
+pub fn all() -> &'static [Guest] {
+    GUESTS
+}
+
+/// The guest named `name`, if there is one.
+pub fn find(name: &str) -> Option<&'static Guest> {
+    GUESTS.iter().find(|g| g.name == name)
+}
+
+/// The component file of the guest named `name` (its directory name under `plugins/` or
+/// `tests/hostile/`).
+///
+/// # Panics
+/// When no guest has that name; the message lists the guests there are. This is for tests,
+/// where a typo should fail loudly.
+pub fn component(name: &str) -> &'static Path {
+    match find(name) {
+        Some(guest) => guest.path(),
+        None => panic!(
+            "no guest component named `{name}`; built guests: [{}]. A guest is a crate directory \
+             under plugins/ or tests/hostile/ that is a workspace member",
+            GUESTS.iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_guest_is_a_wasm_file_named_by_its_directory() {
+        for guest in all() {
+            let bytes = std::fs::read(guest.path()).expect("built guest exists");
+            assert_eq!(&bytes[..4], b"\0asm", "{} is not wasm", guest.name);
+            assert_eq!(component(guest.name), guest.path());
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "no guest component named `no-such-guest`")]
+    fn unknown_guest_name_panics_with_the_known_names() {
+        component("no-such-guest");
+    }
+}

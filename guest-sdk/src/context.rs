@@ -1,0 +1,243 @@
+//! [`Context`]: the typed host calls a reconcile makes (kube reads and writes, events,
+//! configuration).
+//!
+//! Every call is checked by the host against what the plugin declared in
+//! [`describe`](crate::Reconciler::describe); a call outside it fails with
+//! [`KubeError::Denied`](crate::KubeError::Denied).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::bindings::wasmop::plugin::{config, events, kube, types};
+use crate::error::Error;
+use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode};
+
+/// A patch body, by patch type. Build the body with [`serde_json::json!`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Patch {
+    /// A JSON merge patch (RFC 7386): objects merge, `null` deletes, lists are replaced.
+    Merge(Value),
+    /// A JSON patch (RFC 6902): an array of operations.
+    Json(Value),
+    /// A strategic merge patch (built-in kinds only): lists merge by their keys.
+    Strategic(Value),
+    /// A server-side apply patch with the plugin's field manager; must carry `apiVersion`
+    /// and `kind`. [`Context::apply`] builds one from a typed object.
+    Apply(Value),
+}
+
+impl From<&Patch> for kube::PatchBody {
+    fn from(patch: &Patch) -> Self {
+        match patch {
+            Patch::Merge(body) => Self::Merge(body.to_string()),
+            Patch::Json(body) => Self::Json(body.to_string()),
+            Patch::Strategic(body) => Self::Strategic(body.to_string()),
+            Patch::Apply(body) => Self::Apply(body.to_string()),
+        }
+    }
+}
+
+/// Whether an [`Event`] reports something normal or something wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Routine progress.
+    Normal,
+    /// Something an operator should look at.
+    Warning,
+}
+
+/// A Kubernetes Event to record with [`Context::event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or warning.
+    pub event_type: EventType,
+    /// A short CamelCase reason, e.g. `ConfigApplied` (at most 128 characters).
+    pub reason: String,
+    /// What was done or failed, e.g. `Apply` (at most 128 characters).
+    pub action: String,
+    /// A human-readable note (at most 1024 characters; the host cuts longer notes).
+    pub note: String,
+}
+
+impl Event {
+    /// A normal event.
+    pub fn normal(
+        reason: impl Into<String>,
+        action: impl Into<String>,
+        note: impl Into<String>,
+    ) -> Self {
+        Self {
+            event_type: EventType::Normal,
+            reason: reason.into(),
+            action: action.into(),
+            note: note.into(),
+        }
+    }
+
+    /// A warning event.
+    pub fn warning(
+        reason: impl Into<String>,
+        action: impl Into<String>,
+        note: impl Into<String>,
+    ) -> Self {
+        Self {
+            event_type: EventType::Warning,
+            ..Self::normal(reason, action, note)
+        }
+    }
+}
+
+/// The host calls available to one reconcile.
+///
+/// Namespaces are `Option<&str>`: `Some` for namespaced kinds, `None` for cluster-scoped
+/// ones; the SDK checks this before calling the host. Every write returns the object as the
+/// API server stored it.
+#[derive(Debug)]
+pub struct Context {
+    target: ObjectRef,
+}
+
+impl Context {
+    pub(crate) fn new(target: ObjectRef) -> Self {
+        Self { target }
+    }
+
+    /// The object being reconciled.
+    pub fn target(&self) -> &ObjectRef {
+        &self.target
+    }
+
+    /// Reads one object; `Ok(None)` when it does not exist.
+    pub fn get<T: Object>(&self, namespace: Option<&str>, name: &str) -> Result<Option<T>, Error> {
+        let target = ObjectRef::new::<T>(namespace, name)?;
+        match kube::get(&target.clone().into()) {
+            Ok(json) => decode(&json, "get").map(Some),
+            Err(types::KubeError::NotFound(_)) => Ok(None),
+            Err(e) => Err(kube_error("get", target.to_string(), e)),
+        }
+    }
+
+    /// Lists the `T` objects in `namespace` (`None`: every namespace the plugin may read)
+    /// matching `selector` (Kubernetes label-selector syntax), if given.
+    pub fn list<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<T>, Error> {
+        if namespace.is_some() {
+            check_scope::<T>(namespace)?;
+        }
+        let gvk = Gvk::of::<T>();
+        let items = kube::list(&gvk.into(), namespace, selector).map_err(|e| {
+            let mut target = T::URL_PATH_SEGMENT.to_owned();
+            if let Some(namespace) = namespace {
+                target.push_str(&format!(" in {namespace}"));
+            }
+            if let Some(selector) = selector {
+                target.push_str(&format!(" matching {selector:?}"));
+            }
+            kube_error("list", target, e)
+        })?;
+        items.iter().map(|json| decode(json, "list")).collect()
+    }
+
+    /// Creates `object`; fails with [`KubeError::Conflict`](crate::KubeError::Conflict) if
+    /// it exists.
+    pub fn create<T: Object>(&self, object: &T) -> Result<T, Error> {
+        let target = ObjectRef::of(object)?;
+        let stored = kube::create(&encode(object)?)
+            .map_err(|e| kube_error("create", target.to_string(), e))?;
+        decode(&stored, "create")
+    }
+
+    /// Server-side applies `object` with the field manager `wasmop/<plugin>` (forced, as
+    /// controllers do). Set only the fields the plugin manages: what it sets, it owns; what
+    /// it leaves out, it leaves to others.
+    pub fn apply<T: Object>(&self, object: &T) -> Result<T, Error> {
+        let target = ObjectRef::of(object)?;
+        let stored = kube::apply(&encode(object)?)
+            .map_err(|e| kube_error("apply", target.to_string(), e))?;
+        decode(&stored, "apply")
+    }
+
+    /// Patches the `T` named `name`.
+    pub fn patch<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<T, Error> {
+        let target = ObjectRef::new::<T>(namespace, name)?;
+        let stored = kube::patch(&target.clone().into(), &patch.into())
+            .map_err(|e| kube_error("patch", target.to_string(), e))?;
+        decode(&stored, "patch")
+    }
+
+    /// Patches the status subresource of the `T` named `name`.
+    pub fn patch_status<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<T, Error> {
+        let target = ObjectRef::new::<T>(namespace, name)?;
+        let stored = kube::patch_status(&target.clone().into(), &patch.into())
+            .map_err(|e| kube_error("patch-status", target.to_string(), e))?;
+        decode(&stored, "patch-status")
+    }
+
+    /// Sets `object`'s status to `status` with a merge patch of the status subresource
+    /// (`{"status": status}`: fields of `status` that serialize to `null` are removed).
+    pub fn update_status<T: Object, S: Serialize>(
+        &self,
+        object: &T,
+        status: &S,
+    ) -> Result<T, Error> {
+        let status = serde_json::to_value(status).map_err(|source| Error::Encode {
+            kind: T::KIND,
+            source,
+        })?;
+        let patch = Patch::Merge(serde_json::json!({ "status": status }));
+        self.patch_status(object.namespace(), object.name(), &patch)
+    }
+
+    /// Deletes the `T` named `name` (owned objects are garbage-collected). Deleting an object
+    /// that does not exist succeeds.
+    pub fn delete<T: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), Error> {
+        let target = ObjectRef::new::<T>(namespace, name)?;
+        kube::delete(&target.clone().into())
+            .map_err(|e| kube_error("delete", target.to_string(), e))
+    }
+
+    /// Records a Kubernetes Event about `regarding`.
+    pub fn event<T: Object>(&self, regarding: &T, event: Event) -> Result<(), Error> {
+        let target = ObjectRef::of(regarding)?;
+        let record = events::Event {
+            regarding: target.clone().into(),
+            event_type: match event.event_type {
+                EventType::Normal => events::EventType::Normal,
+                EventType::Warning => events::EventType::Warning,
+            },
+            reason: event.reason,
+            action: event.action,
+            note: event.note,
+        };
+        events::emit(&record).map_err(|e| kube_error("event on", target.to_string(), e))
+    }
+
+    /// The plugin's configuration as the operator wrote it, decoded into `C` (the host gives
+    /// `{}` when there is none, so give `C` defaults with `#[serde(default)]`, and reject
+    /// typos with `#[serde(deny_unknown_fields)]`).
+    pub fn config<C: DeserializeOwned>(&self) -> Result<C, Error> {
+        serde_json::from_str(&config::get()).map_err(Error::Config)
+    }
+}
+
+fn kube_error(call: &'static str, target: String, source: types::KubeError) -> Error {
+    Error::Kube {
+        call,
+        target,
+        source: source.into(),
+    }
+}

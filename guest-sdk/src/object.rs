@@ -1,0 +1,366 @@
+//! Typed Kubernetes objects: the [`Object`] trait every typed call is generic over, the
+//! [`custom_resource!`](crate::custom_resource) macro for CRD types, object identities and the
+//! JSON encoding objects cross the boundary in.
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::bindings::wasmop::plugin::types;
+use crate::error::Error;
+
+/// A Kubernetes group/version/kind, taken from a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Gvk {
+    /// API group; `""` for the core group.
+    pub group: &'static str,
+    /// API version within the group, e.g. `v1`.
+    pub version: &'static str,
+    /// Kind, e.g. `ConfigMap`.
+    pub kind: &'static str,
+}
+
+impl Gvk {
+    /// The GVK of `T`.
+    pub fn of<T: Object>() -> Self {
+        Self {
+            group: T::GROUP,
+            version: T::VERSION,
+            kind: T::KIND,
+        }
+    }
+}
+
+impl fmt::Display for Gvk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.kind)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+impl From<Gvk> for types::Gvk {
+    fn from(gvk: Gvk) -> Self {
+        Self {
+            group: gvk.group.to_owned(),
+            version: gvk.version.to_owned(),
+            kind: gvk.kind.to_owned(),
+        }
+    }
+}
+
+/// Whether a k8s-openapi scope marker is namespaced. Sealed: implemented for the two scopes a
+/// top-level object can have (subresources are not objects).
+pub trait Scope: sealed::Sealed {
+    /// True for namespaced kinds.
+    const NAMESPACED: bool;
+}
+
+impl Scope for NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl Scope for ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for k8s_openapi::NamespaceResourceScope {}
+    impl Sealed for k8s_openapi::ClusterResourceScope {}
+}
+
+/// A typed Kubernetes object the SDK can read and write.
+///
+/// Implemented for every k8s-openapi resource (`ConfigMap`, `Namespace`, ...) and for any
+/// type that implements [`k8s_openapi::Resource`] and [`k8s_openapi::Metadata`], which is
+/// what [`custom_resource!`](crate::custom_resource) does for a CRD type. Never implemented
+/// by hand.
+pub trait Object:
+    k8s_openapi::Resource + k8s_openapi::Metadata<Ty = ObjectMeta> + Serialize + DeserializeOwned
+{
+    /// True when objects of this kind live in a namespace.
+    const NAMESPACED: bool;
+
+    /// The object's `metadata.name`, or `""` when it has none (only possible for an object
+    /// built locally and not yet sent).
+    fn name(&self) -> &str {
+        self.metadata().name.as_deref().unwrap_or_default()
+    }
+
+    /// The object's namespace; `None` for cluster-scoped kinds.
+    fn namespace(&self) -> Option<&str> {
+        self.metadata().namespace.as_deref()
+    }
+
+    /// `metadata.generation`, which the API server bumps on every spec change.
+    fn generation(&self) -> Option<i64> {
+        self.metadata().generation
+    }
+
+    /// True once deletion was requested (`metadata.deletionTimestamp` is set).
+    fn is_being_deleted(&self) -> bool {
+        self.metadata().deletion_timestamp.is_some()
+    }
+
+    /// The value of label `key`, if set.
+    fn label(&self, key: &str) -> Option<&str> {
+        self.metadata()
+            .labels
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// The value of annotation `key`, if set.
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.metadata()
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+}
+
+impl<T> Object for T
+where
+    T: k8s_openapi::Resource
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + Serialize
+        + DeserializeOwned,
+    T::Scope: Scope,
+{
+    const NAMESPACED: bool = <T::Scope as Scope>::NAMESPACED;
+}
+
+/// The identity of one object: its kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    /// The object's kind.
+    pub gvk: Gvk,
+    /// Its namespace; `None` for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// The identity of the `T` named `name` in `namespace`, checking that a namespace is given
+    /// exactly when `T` is namespaced.
+    pub fn new<T: Object>(namespace: Option<&str>, name: &str) -> Result<Self, Error> {
+        let gvk = Gvk::of::<T>();
+        check_scope::<T>(namespace)?;
+        if name.is_empty() {
+            return Err(Error::MissingName { kind: gvk.kind });
+        }
+        Ok(Self {
+            gvk,
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        })
+    }
+
+    /// The identity of `object`, from its metadata.
+    pub fn of<T: Object>(object: &T) -> Result<Self, Error> {
+        Self::new::<T>(object.namespace(), object.name())
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", self.gvk.kind, self.name),
+            None => write!(f, "{} {}", self.gvk.kind, self.name),
+        }
+    }
+}
+
+impl From<ObjectRef> for types::ObjectRef {
+    fn from(target: ObjectRef) -> Self {
+        Self {
+            kind: target.gvk.into(),
+            namespace: target.namespace,
+            name: target.name,
+        }
+    }
+}
+
+/// Checks that `namespace` is given exactly when `T` is namespaced. For `list`, pass `None`
+/// through unchecked instead: it means every namespace.
+pub(crate) fn check_scope<T: Object>(namespace: Option<&str>) -> Result<(), Error> {
+    match (T::NAMESPACED, namespace) {
+        (true, None) => Err(Error::MissingNamespace { kind: T::KIND }),
+        (false, Some(namespace)) => Err(Error::UnexpectedNamespace {
+            kind: T::KIND,
+            namespace: namespace.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Encodes `object` as the JSON the host expects, with `apiVersion` and `kind` set from `T`
+/// (CRD types usually do not carry those fields themselves).
+pub(crate) fn encode<T: Object>(object: &T) -> Result<String, Error> {
+    let mut value = serde_json::to_value(object).map_err(|source| Error::Encode {
+        kind: T::KIND,
+        source,
+    })?;
+    match value.as_object_mut() {
+        Some(map) => {
+            map.insert("apiVersion".into(), T::API_VERSION.into());
+            map.insert("kind".into(), T::KIND.into());
+        }
+        None => return Err(Error::NotAnObject { kind: T::KIND }),
+    }
+    Ok(value.to_string())
+}
+
+/// Decodes one object the host returned from `call`.
+pub(crate) fn decode<T: Object>(json: &str, call: &'static str) -> Result<T, Error> {
+    serde_json::from_str(json).map_err(|source| Error::Decode {
+        kind: T::KIND,
+        call,
+        source,
+    })
+}
+
+/// Declares a CRD type: implements [`k8s_openapi::Resource`] and [`k8s_openapi::Metadata`]
+/// for a struct with a `metadata: ObjectMeta` field, which makes it an [`Object`].
+///
+/// Arguments: the type, then `group`, `version`, `kind`, `plural` (the resource name in URLs)
+/// and the scope, `namespaced` or `cluster`.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+/// use wasmop_guest::Object;
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Database {
+///     metadata: ObjectMeta,
+///     spec: DatabaseSpec,
+/// }
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct DatabaseSpec {
+///     engine: String,
+/// }
+///
+/// wasmop_guest::custom_resource!(Database, group = "demo.wasmop.dev", version = "v1",
+///     kind = "Database", plural = "databases", namespaced);
+///
+/// assert!(Database::NAMESPACED);
+/// assert_eq!(wasmop_guest::Gvk::of::<Database>().to_string(), "demo.wasmop.dev/v1/Database");
+/// ```
+#[macro_export]
+macro_rules! custom_resource {
+    ($ty:ty, group = $group:literal, version = $version:literal, kind = $kind:literal, plural = $plural:literal, namespaced $(,)?) => {
+        $crate::custom_resource!(@impl $ty, $group, $version, $kind, $plural, NamespaceResourceScope);
+    };
+    ($ty:ty, group = $group:literal, version = $version:literal, kind = $kind:literal, plural = $plural:literal, cluster $(,)?) => {
+        $crate::custom_resource!(@impl $ty, $group, $version, $kind, $plural, ClusterResourceScope);
+    };
+    (@impl $ty:ty, $group:literal, $version:literal, $kind:literal, $plural:literal, $scope:ident) => {
+        impl $crate::k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = ::core::concat!($group, "/", $version);
+            const GROUP: &'static str = $group;
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = $version;
+            const URL_PATH_SEGMENT: &'static str = $plural;
+            type Scope = $crate::k8s_openapi::$scope;
+        }
+
+        impl $crate::k8s_openapi::Metadata for $ty {
+            type Ty = $crate::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize, Default)]
+    struct Widget {
+        metadata: ObjectMeta,
+        size: u32,
+    }
+    crate::custom_resource!(
+        Widget,
+        group = "example.com",
+        version = "v1alpha1",
+        kind = "Widget",
+        plural = "widgets",
+        cluster
+    );
+
+    #[test]
+    fn builtin_and_custom_kinds_know_their_scope() {
+        assert!(ConfigMap::NAMESPACED);
+        assert!(!Namespace::NAMESPACED);
+        assert!(!Widget::NAMESPACED);
+        assert_eq!(
+            Gvk::of::<Widget>().to_string(),
+            "example.com/v1alpha1/Widget"
+        );
+        assert_eq!(Gvk::of::<ConfigMap>().to_string(), "v1/ConfigMap");
+    }
+
+    #[test]
+    fn object_ref_requires_a_namespace_exactly_for_namespaced_kinds() {
+        assert!(matches!(
+            ObjectRef::new::<ConfigMap>(None, "a"),
+            Err(Error::MissingNamespace { kind: "ConfigMap" })
+        ));
+        assert!(matches!(
+            ObjectRef::new::<Namespace>(Some("x"), "a"),
+            Err(Error::UnexpectedNamespace { .. })
+        ));
+        assert!(matches!(
+            ObjectRef::new::<Namespace>(None, ""),
+            Err(Error::MissingName { .. })
+        ));
+        let target = ObjectRef::new::<ConfigMap>(Some("ns"), "a").expect("valid ref");
+        assert_eq!(target.to_string(), "ConfigMap ns/a");
+    }
+
+    #[test]
+    fn encoding_a_custom_type_adds_api_version_and_kind() {
+        let widget = Widget {
+            metadata: ObjectMeta {
+                name: Some("w".into()),
+                ..ObjectMeta::default()
+            },
+            size: 3,
+        };
+        let json: serde_json::Value =
+            serde_json::from_str(&encode(&widget).expect("encodes")).expect("json");
+        assert_eq!(json["apiVersion"], "example.com/v1alpha1");
+        assert_eq!(json["kind"], "Widget");
+        assert_eq!(json["size"], 3);
+    }
+
+    #[test]
+    fn decoding_names_the_kind_and_the_call() {
+        let err = decode::<ConfigMap>("{\"apiVersion\":\"v1\",\"kind\":\"Secret\"}", "get")
+            .err()
+            .expect("kind mismatch");
+        assert!(err.to_string().contains("ConfigMap"), "{err}");
+        assert!(err.to_string().contains("get"), "{err}");
+    }
+}
