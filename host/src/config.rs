@@ -223,10 +223,17 @@ impl Config {
         let namespace = raw
             .namespace
             .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
+            .or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|n| !n.is_empty())
+            })
             .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         if PluginName::new(namespace.clone()).is_err() {
-            return Err(value_error("namespace", format!("`{namespace}` is not a namespace name")));
+            return Err(value_error(
+                "namespace",
+                format!("`{namespace}` is not a namespace name"),
+            ));
         }
         let orphaned_finalizer_grace = match raw.orphaned_finalizer_grace.as_deref() {
             None => DEFAULT_ORPHAN_GRACE,
@@ -239,10 +246,11 @@ impl Config {
         let defaults = settings("defaults", &raw_defaults, &RawPluginSettings::default())?;
         let mut plugins = BTreeMap::new();
         for (name, entry) in &raw.plugins {
-            let parsed = PluginName::new(name.clone()).map_err(|source| ConfigError::PluginName {
-                field: format!("plugins.{name}"),
-                source,
-            })?;
+            let parsed =
+                PluginName::new(name.clone()).map_err(|source| ConfigError::PluginName {
+                    field: format!("plugins.{name}"),
+                    source,
+                })?;
             let merged = settings(&format!("plugins.{name}"), entry, &raw_defaults)?;
             plugins.insert(parsed, merged);
         }
@@ -325,7 +333,10 @@ fn settings(
         .or(defaults.concurrency)
         .unwrap_or(DEFAULT_PLUGIN_CONCURRENCY);
     if concurrency == 0 {
-        return Err(value_error(format!("{at}.concurrency"), "must be at least 1"));
+        return Err(value_error(
+            format!("{at}.concurrency"),
+            "must be at least 1",
+        ));
     }
     let namespaces = match raw.namespaces.as_ref().or(defaults.namespaces.as_ref()) {
         None => None,
@@ -469,16 +480,34 @@ mod tests {
     #[test]
     fn bad_value_names_the_field_path() {
         let err = parse("plugins:\n  database-config:\n    memory: 12XB\n").expect_err("bad");
-        assert_eq!(err.to_string(), "`plugins.database-config.memory` is invalid");
+        assert_eq!(
+            err.to_string(),
+            "`plugins.database-config.memory` is invalid"
+        );
         let err = parse("plugins:\n  database-config:\n    memory: 4Gi\n").expect_err("big");
-        assert!(err.to_string().starts_with("`plugins.database-config.memory` is invalid"));
+        assert!(
+            err.to_string()
+                .starts_with("`plugins.database-config.memory` is invalid")
+        );
         let err = parse("plugins:\n  x:\n    grants: [{kind: Secret, verbs: [read]}]\n")
             .expect_err("verb");
-        assert!(err.to_string().starts_with("`plugins.x.grants[0].verbs[0]`"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("`plugins.x.grants[0].verbs[0]`"),
+            "{err}"
+        );
         let err = parse("plugins:\n  Bad_Name: {}\n").expect_err("name");
         assert_eq!(err.to_string(), "`plugins.Bad_Name` does not name a plugin");
         let err = parse("logFormat: xml\n").expect_err("format");
         assert!(err.to_string().starts_with("`logFormat`"), "{err}");
+    }
+
+    #[test]
+    fn the_documented_example_config_is_valid() {
+        let c = parse(include_str!("../../deploy/config/wasmop.yaml")).expect("valid");
+        let mirror = c.plugin(&PluginName::new("configmap-mirror").expect("name"));
+        assert_eq!(mirror.grants[0].verbs, [Verb::Delete].into());
+        assert_eq!(c.log_format, LogFormat::Json);
     }
 
     #[test]

@@ -96,7 +96,11 @@ impl PluginCtx {
     /// primary selector. (Mappings from other kinds can name objects outside them.)
     fn in_scope(&self, obj: &DynamicObject) -> bool {
         if let (Some(allowed), true) = (&self.namespaces, self.primary.namespaced)
-            && !obj.metadata.namespace.as_ref().is_some_and(|ns| allowed.contains(ns))
+            && !obj
+                .metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| allowed.contains(ns))
         {
             return false;
         }
@@ -117,7 +121,9 @@ impl PluginCtx {
 
     fn primary_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
         match namespace {
-            Some(ns) => Api::namespaced_with(self.shared.client.clone(), ns, &self.primary.resource),
+            Some(ns) => {
+                Api::namespaced_with(self.shared.client.clone(), ns, &self.primary.resource)
+            }
             None => Api::all_with(self.shared.client.clone(), &self.primary.resource),
         }
     }
@@ -171,7 +177,11 @@ async fn resolve_all(plugin: &Plugin, resolver: &Resolver) -> Result<Kinds, Clus
             .map(LabelSelector::parse)
             .transpose()
             .map_err(|e| ClusterError::Invalid(e.to_string()))?;
-        watched.push((resolver.resolve(&w.kind).await?, selector, w.mapping.clone()));
+        watched.push((
+            resolver.resolve(&w.kind).await?,
+            selector,
+            w.mapping.clone(),
+        ));
     }
     Ok(Kinds {
         primary,
@@ -189,7 +199,9 @@ async fn wait_for_kinds(plugin: &Plugin, shared: &Shared) -> Option<Kinds> {
         match resolve_all(plugin, &shared.resolver).await {
             Ok(kinds) => return Some(kinds),
             Err(error) => {
-                shared.metrics.plugin_state(name, PluginState::WaitingForKinds);
+                shared
+                    .metrics
+                    .plugin_state(name, PluginState::WaitingForKinds);
                 tracing::warn!(plugin = name, %error, retry_in_s = delay.as_secs(), "plugin waits for its kinds to be served");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
@@ -202,7 +214,11 @@ async fn wait_for_kinds(plugin: &Plugin, shared: &Shared) -> Option<Kinds> {
 }
 
 /// Runs `plugin` until the host shuts down.
-pub async fn run(plugin: Plugin, settings: PluginSettings, shared: Shared) -> Result<(), ControllerError> {
+pub async fn run(
+    plugin: Plugin,
+    settings: PluginSettings,
+    shared: Shared,
+) -> Result<(), ControllerError> {
     let info = plugin.info().clone();
     let name = info.name.to_string();
     let selector = info
@@ -250,7 +266,11 @@ pub async fn run(plugin: Plugin, settings: PluginSettings, shared: Shared) -> Re
         "plugin controller starting"
     );
     // A cluster-scoped primary kind has one controller; a namespaced one has one per scope.
-    let controller_scopes = if primary.namespaced { scopes.clone() } else { vec![None] };
+    let controller_scopes = if primary.namespaced {
+        scopes.clone()
+    } else {
+        vec![None]
+    };
     let runs = controller_scopes.into_iter().map(|scope| {
         let ctx = ctx.clone();
         let shared = shared.clone();
@@ -330,7 +350,10 @@ pub async fn run(plugin: Plugin, settings: PluginSettings, shared: Shared) -> Re
 }
 
 /// The finalizer record entry of a plugin that declares a finalizer.
-pub fn finalizer_entry(info: &crate::plugin::PluginInfo, settings: &PluginSettings) -> Option<Entry> {
+pub fn finalizer_entry(
+    info: &crate::plugin::PluginInfo,
+    settings: &PluginSettings,
+) -> Option<Entry> {
     info.finalizer.as_ref().map(|f| Entry {
         api_version: info.primary.api_version(),
         kind: info.primary.kind.clone(),

@@ -132,7 +132,8 @@ pub fn check_grants(info: &PluginInfo, settings: &PluginSettings) -> Result<(), 
         for ns in namespaces {
             let is_implied = |verb: Verb| {
                 implied.as_ref().is_some_and(|g| {
-                    g.check(verb, &asked.group, &asked.kind, ns.map(String::as_str)).is_ok()
+                    g.check(verb, &asked.group, &asked.kind, ns.map(String::as_str))
+                        .is_ok()
                 })
             };
             let missing: Vec<String> = asked
@@ -146,7 +147,9 @@ pub fn check_grants(info: &PluginInfo, settings: &PluginSettings) -> Result<(), 
                     plugin: info.name.clone(),
                     kind: kind_label(&asked.group, &asked.kind),
                     verbs: missing.join(", "),
-                    where_: ns.map(|n| format!(" in namespace `{n}`")).unwrap_or_default(),
+                    where_: ns
+                        .map(|n| format!(" in namespace `{n}`"))
+                        .unwrap_or_default(),
                 });
             }
         }
@@ -159,13 +162,15 @@ pub fn check_grants(info: &PluginInfo, settings: &PluginSettings) -> Result<(), 
 pub async fn client(config: &Config) -> Result<Client, HostError> {
     match &config.kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|source| HostError::Kubeconfig {
-                path: path.clone(),
-                source,
-            })?;
-            let cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(HostError::ClientConfig)?;
+            let kubeconfig =
+                Kubeconfig::read_from(path).map_err(|source| HostError::Kubeconfig {
+                    path: path.clone(),
+                    source,
+                })?;
+            let cfg =
+                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                    .await
+                    .map_err(HostError::ClientConfig)?;
             Client::try_from(cfg).map_err(HostError::Client)
         }
         None => Client::try_default().await.map_err(HostError::Client),
@@ -174,7 +179,8 @@ pub async fn client(config: &Config) -> Result<Client, HostError> {
 
 /// Loads every plugin the sources hold, leaving out (and logging) those that fail.
 pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, PluginSettings)> {
-    let mut loaded: BTreeMap<PluginName, (Plugin, PluginSettings, std::path::PathBuf)> = BTreeMap::new();
+    let mut loaded: BTreeMap<PluginName, (Plugin, PluginSettings, std::path::PathBuf)> =
+        BTreeMap::new();
     for dir in &config.sources {
         let components = match source::read_directory(dir).await {
             Ok(c) => c,
@@ -187,7 +193,10 @@ pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, Pl
             let path = component.path.clone();
             // The settings depend on the name, which only `describe` tells: load with the
             // defaults' limits first, then reload with the plugin's own if they differ.
-            let probe = match runtime.load(component.bytes.clone(), LoadOptions::default()).await {
+            let probe = match runtime
+                .load(component.bytes.clone(), LoadOptions::default())
+                .await
+            {
                 Ok(p) => p,
                 Err(error) => {
                     tracing::error!(path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
@@ -256,7 +265,9 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     }
     let mut limits = crate::runtime::Limits::default();
     limits.memory = config.max_memory();
-    let mut runtime_config = RuntimeConfig::default().concurrency(config.concurrency).limits(limits);
+    let mut runtime_config = RuntimeConfig::default()
+        .concurrency(config.concurrency)
+        .limits(limits);
     if let Some(dir) = &config.cache_directory {
         runtime_config = runtime_config.cache_dir(dir);
     }
@@ -267,11 +278,21 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     let resolver = Resolver::new(client.clone());
     let watches = Watches::new(client.clone());
     let events = Arc::new(EventSink::new(client.clone(), metrics.clone()));
-    let cluster = Arc::new(KubeCluster::new(client.clone(), resolver.clone(), watches.clone(), events.clone()));
+    let cluster = Arc::new(KubeCluster::new(
+        client.clone(),
+        resolver.clone(),
+        watches.clone(),
+        events.clone(),
+    ));
     let orphans = Orphans::new(client.clone(), &config.namespace);
     let running: BTreeMap<String, orphans::Entry> = plugins
         .iter()
-        .filter_map(|(p, s)| Some((p.info().name.to_string(), controller::finalizer_entry(p.info(), s)?)))
+        .filter_map(|(p, s)| {
+            Some((
+                p.info().name.to_string(),
+                controller::finalizer_entry(p.info(), s)?,
+            ))
+        })
         .collect();
     match orphans.entries().await {
         Ok(recorded) => {
@@ -287,7 +308,9 @@ pub async fn run(config: Config) -> Result<(), HostError> {
                 ));
             }
         }
-        Err(error) => tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released"),
+        Err(error) => {
+            tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
+        }
     }
     let (stop, shutdown) = watch::channel(false);
     let shared = Shared {
@@ -297,7 +320,9 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         cluster,
         events,
         metrics,
-        global: Arc::new(Semaphore::new(usize::try_from(config.concurrency).unwrap_or(usize::MAX))),
+        global: Arc::new(Semaphore::new(
+            usize::try_from(config.concurrency).unwrap_or(usize::MAX),
+        )),
         resync: config.resync_period,
         shutdown,
         orphans,
@@ -320,13 +345,17 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     })
     .await;
     if drained.is_err() {
-        tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "reconciles still running after the grace period; stopping them");
+        tracing::warn!(
+            grace_s = SHUTDOWN_GRACE.as_secs(),
+            "reconciles still running after the grace period; stopping them"
+        );
     }
     Ok(())
 }
 
 async fn wait_for_signal() -> Result<(), HostError> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(HostError::Signal)?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(HostError::Signal)?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r.map_err(HostError::Signal),
         _ = term.recv() => Ok(()),
@@ -373,14 +402,18 @@ mod tests {
 
     #[test]
     fn asked_permission_needs_an_operator_grant() {
-        let err = check_grants(&info(vec![perm(&[Verb::Get], &[])]), &settings(vec![])).expect_err("refused");
+        let err = check_grants(&info(vec![perm(&[Verb::Get], &[])]), &settings(vec![]))
+            .expect_err("refused");
         assert_eq!(
             err.to_string(),
             "plugin `db` asks for get on core/Secret, which the host config does not grant; \
              grant it under `plugins.db.grants`"
         );
-        check_grants(&info(vec![perm(&[Verb::Get], &[])]), &settings(vec![perm(&[Verb::Get, Verb::List], &[])]))
-            .expect("granted");
+        check_grants(
+            &info(vec![perm(&[Verb::Get], &[])]),
+            &settings(vec![perm(&[Verb::Get, Verb::List], &[])]),
+        )
+        .expect("granted");
     }
 
     #[test]
@@ -393,7 +426,8 @@ mod tests {
         }]);
         check_grants(&i, &settings(vec![])).expect("implied by the primary kind");
         i.permissions[0].verbs.insert(Verb::Delete);
-        check_grants(&i, &settings(vec![])).expect_err("delete is not implied for the primary kind");
+        check_grants(&i, &settings(vec![]))
+            .expect_err("delete is not implied for the primary kind");
     }
 
     #[test]

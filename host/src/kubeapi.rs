@@ -39,7 +39,12 @@ pub struct KubeCluster {
 
 impl KubeCluster {
     /// A cluster handle over `client`, reading from `watches` where it can.
-    pub fn new(client: Client, resolver: Resolver, watches: Watches, events: Arc<EventSink>) -> Self {
+    pub fn new(
+        client: Client,
+        resolver: Resolver,
+        watches: Watches,
+        events: Arc<EventSink>,
+    ) -> Self {
         Self {
             client,
             resolver,
@@ -48,9 +53,17 @@ impl KubeCluster {
         }
     }
 
-    fn api(&self, kind: &Resolved, namespace: Option<&str>) -> Result<Api<DynamicObject>, ClusterError> {
+    fn api(
+        &self,
+        kind: &Resolved,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, ClusterError> {
         match (kind.namespaced, namespace) {
-            (true, Some(ns)) => Ok(Api::namespaced_with(self.client.clone(), ns, &kind.resource)),
+            (true, Some(ns)) => Ok(Api::namespaced_with(
+                self.client.clone(),
+                ns,
+                &kind.resource,
+            )),
             (true, None) => Err(ClusterError::Invalid(format!(
                 "{} is namespaced: name a namespace",
                 kind.resource.kind
@@ -64,7 +77,10 @@ impl KubeCluster {
     }
 
     /// The resolved kind and API handle for an object given as JSON.
-    async fn target_of(&self, object: &Value) -> Result<(ObjectRef, Api<DynamicObject>), ClusterError> {
+    async fn target_of(
+        &self,
+        object: &Value,
+    ) -> Result<(ObjectRef, Api<DynamicObject>), ClusterError> {
         let target = ObjectRef::of(object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
@@ -74,12 +90,18 @@ impl KubeCluster {
     /// Looks up the uid of `target` (cache first) so Events attach to the right object.
     async fn uid_of(&self, target: &ObjectRef) -> Option<String> {
         let kind = self.resolver.resolve(&target.kind).await.ok()?;
-        if let Some(store) = self.watches.cache_for(&kind.resource, target.namespace.as_deref()) {
+        if let Some(store) = self
+            .watches
+            .cache_for(&kind.resource, target.namespace.as_deref())
+        {
             let key = store_ref(&kind, target);
             return store.get(&key).and_then(|o| o.metadata.uid.clone());
         }
         let api = self.api(&kind, target.namespace.as_deref()).ok()?;
-        api.get_opt(&target.name).await.ok()?.and_then(|o| o.metadata.uid)
+        api.get_opt(&target.name)
+            .await
+            .ok()?
+            .and_then(|o| o.metadata.uid)
     }
 }
 
@@ -92,11 +114,13 @@ fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<DynamicObject> {
 }
 
 fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
-    serde_json::to_value(obj).map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
+    serde_json::to_value(obj)
+        .map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
 }
 
 fn to_object(value: Value) -> Result<DynamicObject, ClusterError> {
-    serde_json::from_value(value).map_err(|e| ClusterError::Invalid(format!("not a Kubernetes object: {e}")))
+    serde_json::from_value(value)
+        .map_err(|e| ClusterError::Invalid(format!("not a Kubernetes object: {e}")))
 }
 
 fn selector(text: Option<&str>) -> Result<Option<LabelSelector>, ClusterError> {
@@ -120,7 +144,10 @@ fn patch_params(patch: &Patch<Value>, plugin: &PluginName) -> PatchParams {
 impl Cluster for KubeCluster {
     async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
-        if let Some(store) = self.watches.cache_for(&kind.resource, target.namespace.as_deref()) {
+        if let Some(store) = self
+            .watches
+            .cache_for(&kind.resource, target.namespace.as_deref())
+        {
             return match store.get(&store_ref(&kind, target)) {
                 Some(obj) => to_value((*obj).clone()),
                 None => Err(ClusterError::NotFound(format!("{target} does not exist"))),
@@ -155,8 +182,10 @@ impl Cluster for KubeCluster {
             }
             return Ok(out);
         }
-        let api = match namespace {
-            Some(ns) if resolved.namespaced => Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) if resolved.namespaced => {
+                Api::namespaced_with(self.client.clone(), ns, &resolved.resource)
+            }
             _ => Api::all_with(self.client.clone(), &resolved.resource),
         };
         let mut params = ListParams::default();
@@ -216,13 +245,19 @@ impl Cluster for KubeCluster {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
         let params = patch_params(&patch, plugin);
-        to_value(retrying("patch-status", || api.patch_status(&target.name, &params, &patch)).await?)
+        to_value(
+            retrying("patch-status", || {
+                api.patch_status(&target.name, &params, &patch)
+            })
+            .await?,
+        )
     }
 
     async fn delete(&self, target: &ObjectRef, _plugin: &PluginName) -> Result<(), ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
-        match retrying("delete", || api.delete(&target.name, &DeleteParams::background())).await {
+        let params = DeleteParams::background();
+        match retrying("delete", || api.delete(&target.name, &params)).await {
             Ok(_) | Err(ClusterError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }

@@ -197,10 +197,11 @@ impl Metrics {
             };
             let metrics = self.clone();
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let metrics = metrics.clone();
-                    async move { Ok::<_, std::convert::Infallible>(metrics.respond(&req)) }
-                });
+                let service =
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let metrics = metrics.clone();
+                        async move { Ok::<_, std::convert::Infallible>(metrics.respond(&req)) }
+                    });
                 if let Err(error) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await
@@ -215,7 +216,10 @@ impl Metrics {
         let (status, body) = if req.uri().path() == "/metrics" {
             (StatusCode::OK, self.render())
         } else {
-            (StatusCode::NOT_FOUND, "not found: try /metrics\n".to_owned())
+            (
+                StatusCode::NOT_FOUND,
+                "not found: try /metrics\n".to_owned(),
+            )
         };
         let mut response = Response::new(Full::new(Bytes::from(body)));
         *response.status_mut() = status;
@@ -243,7 +247,9 @@ mod tests {
         m.denied("database-config", "get");
         let text = m.render();
         assert!(
-            text.contains(r#"wasmop_host_calls_denied_total{plugin="database-config",verb="get"} 2"#),
+            text.contains(
+                r#"wasmop_host_calls_denied_total{plugin="database-config",verb="get"} 2"#
+            ),
             "{text}"
         );
     }
@@ -254,7 +260,10 @@ mod tests {
         m.plugin_state("p", PluginState::WaitingForKinds);
         m.plugin_state("p", PluginState::Running);
         let text = m.render();
-        assert!(text.contains(r#"wasmop_plugin_state{plugin="p",state="running"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"wasmop_plugin_state{plugin="p",state="running"} 1"#),
+            "{text}"
+        );
         assert!(text.contains(r#"wasmop_plugin_state{plugin="p",state="waiting-for-kinds"} 0"#));
     }
 }

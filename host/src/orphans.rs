@@ -103,7 +103,11 @@ impl Orphans {
             "data": {plugin.as_str(): value},
         });
         self.api
-            .patch(RECORD, &PatchParams::apply(&plugin.field_manager()).force(), &Patch::Apply(patch))
+            .patch(
+                RECORD,
+                &PatchParams::apply(&plugin.field_manager()).force(),
+                &Patch::Apply(patch),
+            )
             .await
             .map(|_| ())
             .map_err(|source| self.error("write", source))
@@ -111,7 +115,12 @@ impl Orphans {
 
     /// Every recorded entry, by plugin name (entries that do not parse are skipped).
     pub async fn entries(&self) -> Result<BTreeMap<String, Entry>, OrphanError> {
-        let Some(cm) = self.api.get_opt(RECORD).await.map_err(|s| self.error("read", s))? else {
+        let Some(cm) = self
+            .api
+            .get_opt(RECORD)
+            .await
+            .map_err(|s| self.error("read", s))?
+        else {
             return Ok(BTreeMap::new());
         };
         Ok(cm
@@ -158,9 +167,11 @@ pub fn orphaned(
     recorded
         .into_iter()
         .filter(|(plugin, entry)| {
-            running
-                .get(plugin)
-                .is_none_or(|r| r.kind != entry.kind || r.api_version != entry.api_version || r.finalizer != entry.finalizer)
+            running.get(plugin).is_none_or(|r| {
+                r.kind != entry.kind
+                    || r.api_version != entry.api_version
+                    || r.finalizer != entry.finalizer
+            })
         })
         .collect()
 }
@@ -235,7 +246,13 @@ async fn release_once(
         loop {
             let page = api.list(&params).await?;
             for obj in &page.items {
-                if !obj.metadata.finalizers.iter().flatten().any(|f| *f == entry.finalizer) {
+                if !obj
+                    .metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| *f == entry.finalizer)
+                {
                     continue;
                 }
                 let ns = obj.metadata.namespace.as_deref();
@@ -245,7 +262,11 @@ async fn release_once(
                 };
                 finalizer::remove(&scoped, obj, &entry.finalizer, &name).await?;
                 released += 1;
-                let target = ObjectRef::new(gvk.clone(), obj.metadata.namespace.clone(), obj.metadata.name.clone().unwrap_or_default());
+                let target = ObjectRef::new(
+                    gvk.clone(),
+                    obj.metadata.namespace.clone(),
+                    obj.metadata.name.clone().unwrap_or_default(),
+                );
                 let record = Record {
                     regarding: reference(obj, &target),
                     event_type: EventType::Warning,
@@ -285,7 +306,10 @@ mod tests {
 
     #[test]
     fn a_recorded_plugin_that_is_not_running_is_orphaned() {
-        let recorded = BTreeMap::from([("mirror".to_owned(), entry("a/b")), ("db".to_owned(), entry("c/d"))]);
+        let recorded = BTreeMap::from([
+            ("mirror".to_owned(), entry("a/b")),
+            ("db".to_owned(), entry("c/d")),
+        ]);
         let running = BTreeMap::from([("db".to_owned(), entry("c/d"))]);
         let orphans = orphaned(recorded, &running);
         assert_eq!(orphans.len(), 1);

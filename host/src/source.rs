@@ -77,12 +77,20 @@ mod tests {
     async fn reads_only_wasm_files_in_name_order() {
         let dir = tempfile::tempdir().expect("tempdir");
         for name in ["b.wasm", "a.wasm", "notes.txt", ".hidden.wasm"] {
-            tokio::fs::write(dir.path().join(name), name).await.expect("write");
+            tokio::fs::write(dir.path().join(name), name)
+                .await
+                .expect("write");
         }
         let found = read_directory(dir.path()).await.expect("read");
         let names: Vec<_> = found
             .iter()
-            .map(|c| c.path.file_name().expect("name").to_string_lossy().into_owned())
+            .map(|c| {
+                c.path
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
         assert_eq!(names, ["a.wasm", "b.wasm"]);
         assert_eq!(found[0].bytes, b"a.wasm");
@@ -90,7 +98,12 @@ mod tests {
 
     #[tokio::test]
     async fn missing_directory_is_named() {
-        let err = read_directory(Path::new("/nonexistent/plugins")).await.expect_err("missing");
-        assert_eq!(err.to_string(), "cannot list the plugin directory /nonexistent/plugins");
+        let err = read_directory(Path::new("/nonexistent/plugins"))
+            .await
+            .expect_err("missing");
+        assert_eq!(
+            err.to_string(),
+            "cannot list the plugin directory /nonexistent/plugins"
+        );
     }
 }

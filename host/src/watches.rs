@@ -19,12 +19,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
+use kube::Client;
 use kube::api::{Api, DynamicObject, TypeMeta};
 use kube::core::ApiResource;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
-use kube::Client;
 use tokio::sync::broadcast;
 
 /// The annotation `kubectl apply` leaves on objects: a full copy of the object, useless to a

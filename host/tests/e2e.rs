@@ -17,13 +17,20 @@ use serde_json::json;
 use wasmop_testenv::TestEnv;
 
 fn targets(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("wasmop.test", "v1", "Target"), "targets");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("wasmop.test", "v1", "Target"),
+        "targets",
+    );
     Api::namespaced_with(env.client(), env.namespace(), &ar)
 }
 
 async fn test_kinds(env: &TestEnv) {
-    env.apply_yaml(&fixture("target-crd.yaml")).await.expect("Target CRD");
-    env.apply_yaml(&fixture("test-plugins-rbac.yaml")).await.expect("test plugins' RBAC");
+    env.apply_yaml(&fixture("target-crd.yaml"))
+        .await
+        .expect("Target CRD");
+    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
+        .await
+        .expect("test plugins' RBAC");
 }
 
 async fn create_target(env: &TestEnv, name: &str, value: &str) {
@@ -38,7 +45,10 @@ async fn create_target(env: &TestEnv, name: &str, value: &str) {
 fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
     let mut text = String::from("resyncPeriod: 0s\nplugins:\n");
     for p in plugins {
-        text.push_str(&format!("  {p}:\n    namespaces: [{}]\n{extra}", env.namespace()));
+        text.push_str(&format!(
+            "  {p}:\n    namespaces: [{}]\n{extra}",
+            env.namespace()
+        ));
     }
     text
 }
@@ -46,9 +56,17 @@ fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
 async fn wait_mirrored(env: &TestEnv, name: &str, value: &str) {
     let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
     let want = value.to_owned();
-    env.wait_for(&api, &format!("{name}-mirror"), "to mirror the Target", PATIENCE, |cm| {
-        cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get("value")) == Some(&want)
-    })
+    env.wait_for(
+        &api,
+        &format!("{name}-mirror"),
+        "to mirror the Target",
+        PATIENCE,
+        |cm| {
+            cm.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("value"))
+                == Some(&want)
+        },
+    )
     .await
     .unwrap();
 }
@@ -71,16 +89,27 @@ async fn events_for(env: &TestEnv, name: &str, reason: &str) -> Vec<Event> {
 async fn denied_call_yields_an_event_a_metric_and_a_log_line() {
     let env = TestEnv::start().await.unwrap();
     test_kinds(&env).await;
-    let mut host = Host::start(&env, &["undeclared-kind"], &confined(&env, &["undeclared-kind"], "")).await;
+    let mut host = Host::start(
+        &env,
+        &["undeclared-kind"],
+        &confined(&env, &["undeclared-kind"], ""),
+    )
+    .await;
     create_target(&env, "t1", "a").await;
 
     let denied = host
         .wait_log("a denied host call to be logged", |l| {
-            object_ref(l).ends_with("/t1") && l["fields"]["outcome"].as_str().is_some_and(|o| o.contains("denied host call"))
+            object_ref(l).ends_with("/t1")
+                && l["fields"]["outcome"]
+                    .as_str()
+                    .is_some_and(|o| o.contains("denied host call"))
         })
         .await;
     assert!(
-        denied["fields"]["outcome"].as_str().unwrap().contains("get on core/Secret"),
+        denied["fields"]["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("get on core/Secret"),
         "{denied}"
     );
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -88,11 +117,21 @@ async fn denied_call_yields_an_event_a_metric_and_a_log_line() {
         let events = events_for(&env, "t1", "HostCallDenied").await;
         if let Some(e) = events.first() {
             assert_eq!(e.type_.as_deref(), Some("Warning"));
-            assert_eq!(e.reporting_controller.as_deref(), Some("wasmop/undeclared-kind"));
-            assert!(e.note.as_deref().unwrap_or("").contains("core/Secret"), "{e:?}");
+            assert_eq!(
+                e.reporting_controller.as_deref(),
+                Some("wasmop/undeclared-kind")
+            );
+            assert!(
+                e.note.as_deref().unwrap_or("").contains("core/Secret"),
+                "{e:?}"
+            );
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no HostCallDenied Event; log:\n{}", host.log_text());
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no HostCallDenied Event; log:\n{}",
+            host.log_text()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let count = host
@@ -109,7 +148,10 @@ async fn two_plugins_share_one_watch_per_kind() {
     let plugins = ["well-behaved", "undeclared-kind"];
     let mut host = Host::start(&env, &plugins, &confined(&env, &plugins, "")).await;
     host.wait_lines("both plugins to start", |lines| {
-        let started = lines.iter().filter(|l| message(l) == "plugin controller starting").count();
+        let started = lines
+            .iter()
+            .filter(|l| message(l) == "plugin controller starting")
+            .count();
         (started == 2).then_some(())
     })
     .await;
@@ -120,7 +162,13 @@ async fn two_plugins_share_one_watch_per_kind() {
         .lines()
         .iter()
         .filter(|l| message(l) == "shared watch started")
-        .map(|l| format!("{} {}", l["fields"]["kind"].as_str().unwrap(), l["fields"]["namespace"].as_str().unwrap()))
+        .map(|l| {
+            format!(
+                "{} {}",
+                l["fields"]["kind"].as_str().unwrap(),
+                l["fields"]["namespace"].as_str().unwrap()
+            )
+        })
         .collect();
     let count = |kind: &str| watches.iter().filter(|w| w.starts_with(kind)).count();
     assert_eq!(count("wasmop.test/v1/Target "), 1, "{watches:?}");
@@ -136,14 +184,27 @@ async fn backoff_grows_on_repeated_errors_and_resets_on_success() {
     // No ConfigMap may be created in the namespace: the plugin's apply fails (403, quota).
     let quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: no-configmaps\nspec:\n  hard:\n    count/configmaps: \"0\"\n";
     env.apply_yaml(quota).await.unwrap();
-    let mut host = Host::start(&env, &["well-behaved"], &confined(&env, &["well-behaved"], "")).await;
+    let mut host = Host::start(
+        &env,
+        &["well-behaved"],
+        &confined(&env, &["well-behaved"], ""),
+    )
+    .await;
     create_target(&env, "flaky", "v").await;
 
     let failures = |lines: &[serde_json::Value]| -> Vec<(u64, u64)> {
         lines
             .iter()
-            .filter(|l| object_ref(l).ends_with("/flaky") && message(l) == "reconcile failed; retrying with backoff")
-            .map(|l| (l["fields"]["failures"].as_u64().unwrap(), l["fields"]["retry_in_ms"].as_u64().unwrap()))
+            .filter(|l| {
+                object_ref(l).ends_with("/flaky")
+                    && message(l) == "reconcile failed; retrying with backoff"
+            })
+            .map(|l| {
+                (
+                    l["fields"]["failures"].as_u64().unwrap(),
+                    l["fields"]["retry_in_ms"].as_u64().unwrap(),
+                )
+            })
             .collect()
     };
     let first = host
@@ -152,24 +213,48 @@ async fn backoff_grows_on_repeated_errors_and_resets_on_success() {
             (f.len() >= 3).then_some(f)
         })
         .await;
-    assert_eq!(first[..3].iter().map(|f| f.0).collect::<Vec<_>>(), [1, 2, 3], "{first:?}");
-    assert!(first[0].1 <= first[1].1 && first[1].1 <= first[2].1, "delays grow: {first:?}");
-    assert!(first[2].1 >= 1000, "third delay is at least twice the base: {first:?}");
+    assert_eq!(
+        first[..3].iter().map(|f| f.0).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "{first:?}"
+    );
+    assert!(
+        first[0].1 <= first[1].1 && first[1].1 <= first[2].1,
+        "delays grow: {first:?}"
+    );
+    assert!(
+        first[2].1 >= 1000,
+        "third delay is at least twice the base: {first:?}"
+    );
 
-    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(env.client(), env.namespace());
-    quotas.delete("no-configmaps", &DeleteParams::default()).await.unwrap();
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(env.client(), env.namespace());
+    quotas
+        .delete("no-configmaps", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_mirrored(&env, "flaky", "v").await;
     let before = failures(&host.lines()).len();
 
     // Fail again: the count starts over.
     env.apply_yaml(quota).await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    env.wait_for(&quotas, "no-configmaps", "to count ConfigMaps", PATIENCE, |q| {
-        q.and_then(|q| q.status.as_ref()).and_then(|s| s.used.as_ref()).is_some_and(|u| u.contains_key("count/configmaps"))
-    })
+    env.wait_for(
+        &quotas,
+        "no-configmaps",
+        "to count ConfigMaps",
+        PATIENCE,
+        |q| {
+            q.and_then(|q| q.status.as_ref())
+                .and_then(|s| s.used.as_ref())
+                .is_some_and(|u| u.contains_key("count/configmaps"))
+        },
+    )
     .await
     .unwrap();
-    api.delete("flaky-mirror", &DeleteParams::default()).await.unwrap();
+    api.delete("flaky-mirror", &DeleteParams::default())
+        .await
+        .unwrap();
     let again = host
         .wait_lines("a failure after the success", |lines| {
             let f = failures(lines);
@@ -195,7 +280,9 @@ async fn hostile_plugin_beside_a_healthy_one_does_not_stop_it() {
     }
     host.wait_log("the hostile plugin to time out", |l| {
         l["span"]["plugin"] == "infinite-loop"
-            && l["fields"]["outcome"].as_str().is_some_and(|o| o.contains("deadline of 1000 ms"))
+            && l["fields"]["outcome"]
+                .as_str()
+                .is_some_and(|o| o.contains("deadline of 1000 ms"))
     })
     .await;
     host.stop().await;
@@ -205,16 +292,28 @@ async fn hostile_plugin_beside_a_healthy_one_does_not_stop_it() {
 async fn finalizer_is_added_cleanup_runs_and_the_finalizer_is_removed() {
     let env = TestEnv::start().await.unwrap();
     test_kinds(&env).await;
-    let host = Host::start(&env, &["well-behaved"], &confined(&env, &["well-behaved"], "")).await;
+    let host = Host::start(
+        &env,
+        &["well-behaved"],
+        &confined(&env, &["well-behaved"], ""),
+    )
+    .await;
     create_target(&env, "fin", "1").await;
     wait_mirrored(&env, "fin", "1").await;
     let api = targets(&env);
     let t = api.get("fin").await.unwrap();
-    assert!(t.metadata.finalizers.unwrap_or_default().contains(&"wasmop.test/cleanup".to_owned()));
+    assert!(
+        t.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"wasmop.test/cleanup".to_owned())
+    );
     api.delete("fin", &DeleteParams::default()).await.unwrap();
-    wasmop_testenv::wait_for_dyn(&api, "fin", "to be deleted after cleanup", PATIENCE, |o| o.is_none())
-        .await
-        .unwrap();
+    wasmop_testenv::wait_for_dyn(&api, "fin", "to be deleted after cleanup", PATIENCE, |o| {
+        o.is_none()
+    })
+    .await
+    .unwrap();
     host.stop().await;
 }
 
@@ -222,22 +321,44 @@ async fn finalizer_is_added_cleanup_runs_and_the_finalizer_is_removed() {
 async fn finalizer_of_a_removed_plugin_is_released_after_the_grace_period() {
     let env = TestEnv::start().await.unwrap();
     test_kinds(&env).await;
-    let host = Host::start(&env, &["well-behaved"], &confined(&env, &["well-behaved"], "")).await;
+    let host = Host::start(
+        &env,
+        &["well-behaved"],
+        &confined(&env, &["well-behaved"], ""),
+    )
+    .await;
     create_target(&env, "orphan", "1").await;
     wait_mirrored(&env, "orphan", "1").await;
     host.stop().await;
     let api = targets(&env);
-    api.delete("orphan", &DeleteParams::default()).await.unwrap();
+    api.delete("orphan", &DeleteParams::default())
+        .await
+        .unwrap();
     let t = api.get("orphan").await.unwrap();
-    assert!(t.metadata.deletion_timestamp.is_some(), "held by the finalizer");
+    assert!(
+        t.metadata.deletion_timestamp.is_some(),
+        "held by the finalizer"
+    );
 
     // The plugin is gone: a host without it releases the finalizer.
     let mut host = Host::start(&env, &[], "orphanedFinalizerGrace: 0s\n").await;
-    wasmop_testenv::wait_for_dyn(&api, "orphan", "to be deleted once released", PATIENCE, |o| o.is_none())
-        .await
-        .unwrap();
-    host.wait_log("the release to be logged", |l| message(l) == "orphaned finalizer released").await;
-    assert_eq!(events_for(&env, "orphan", "FinalizerReleased").await.len(), 1);
+    wasmop_testenv::wait_for_dyn(
+        &api,
+        "orphan",
+        "to be deleted once released",
+        PATIENCE,
+        |o| o.is_none(),
+    )
+    .await
+    .unwrap();
+    host.wait_log("the release to be logged", |l| {
+        message(l) == "orphaned finalizer released"
+    })
+    .await;
+    assert_eq!(
+        events_for(&env, "orphan", "FinalizerReleased").await.len(),
+        1
+    );
     host.stop().await;
 }
 
@@ -252,7 +373,11 @@ async fn requeue_after_from_the_plugin_is_honoured() {
         let n = lines
             .iter()
             .filter(|l| object_ref(l).ends_with("/again") && message(l) == "reconcile succeeded")
-            .filter(|l| l["fields"]["outcome"].as_str().is_some_and(|o| o.contains("requeue after 200 ms")))
+            .filter(|l| {
+                l["fields"]["outcome"]
+                    .as_str()
+                    .is_some_and(|o| o.contains("requeue after 200 ms"))
+            })
             .count();
         (n >= 3).then_some(())
     })
@@ -263,7 +388,10 @@ async fn requeue_after_from_the_plugin_is_honoured() {
 const DATABASE_CRD: &str = include_str!("../../plugins/database-config/crd.yaml");
 
 fn databases(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Database"), "databases");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Database"),
+        "databases",
+    );
     Api::namespaced_with(env.client(), env.namespace(), &ar)
 }
 
@@ -279,17 +407,23 @@ async fn apply_database(env: &TestEnv, name: &str, host: &str) {
 /// Waits until the Database is Ready for its current generation, and returns that generation.
 async fn wait_ready(env: &TestEnv, name: &str) -> i64 {
     let api = databases(env);
-    let db = wasmop_testenv::wait_for_dyn(&api, name, "to be Ready for its generation", PATIENCE, |o| {
-        o.is_some_and(|o| {
-            let status = &o.data["status"];
-            let ready = status["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            ready && status["observedGeneration"].as_i64() == o.metadata.generation
-        })
-    })
+    let db = wasmop_testenv::wait_for_dyn(
+        &api,
+        name,
+        "to be Ready for its generation",
+        PATIENCE,
+        |o| {
+            o.is_some_and(|o| {
+                let status = &o.data["status"];
+                let ready = status["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                ready && status["observedGeneration"].as_i64() == o.metadata.generation
+            })
+        },
+    )
     .await
     .unwrap()
     .unwrap();
@@ -299,9 +433,13 @@ async fn wait_ready(env: &TestEnv, name: &str) -> i64 {
 async fn wait_config_host(env: &TestEnv, name: &str, host: &str) -> ConfigMap {
     let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
     let want = host.to_owned();
-    env.wait_for(&api, &format!("{name}-config"), &format!("to say host {host}"), PATIENCE, |cm| {
-        cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get("host")) == Some(&want)
-    })
+    env.wait_for(
+        &api,
+        &format!("{name}-config"),
+        &format!("to say host {host}"),
+        PATIENCE,
+        |cm| cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get("host")) == Some(&want),
+    )
     .await
     .unwrap()
     .unwrap()
@@ -311,24 +449,50 @@ async fn wait_config_host(env: &TestEnv, name: &str, host: &str) -> ConfigMap {
 async fn database_config_creates_updates_and_garbage_collects_its_configmap() {
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(DATABASE_CRD).await.unwrap();
-    let host = Host::start(&env, &["database-config"], &confined(&env, &["database-config"], "")).await;
+    let host = Host::start(
+        &env,
+        &["database-config"],
+        &confined(&env, &["database-config"], ""),
+    )
+    .await;
     apply_database(&env, "orders", "db-1.internal").await;
     let cm = wait_config_host(&env, "orders", "db-1.internal").await;
     let owner = &cm.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("Database", "orders", Some(true)));
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Database", "orders", Some(true))
+    );
     assert_eq!(wait_ready(&env, "orders").await, 1);
-    let managers: Vec<_> = cm.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
-    assert!(managers.contains(&"wasmop/database-config".to_owned()), "{managers:?}");
+    let managers: Vec<_> = cm
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.contains(&"wasmop/database-config".to_owned()),
+        "{managers:?}"
+    );
 
     apply_database(&env, "orders", "db-2.internal").await;
     wait_config_host(&env, "orders", "db-2.internal").await;
     assert_eq!(wait_ready(&env, "orders").await, 2);
 
-    databases(&env).delete("orders", &DeleteParams::background()).await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    env.wait_for(&api, "orders-config", "to be garbage-collected", PATIENCE, |cm| cm.is_none())
+    databases(&env)
+        .delete("orders", &DeleteParams::background())
         .await
         .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    env.wait_for(
+        &api,
+        "orders-config",
+        "to be garbage-collected",
+        PATIENCE,
+        |cm| cm.is_none(),
+    )
+    .await
+    .unwrap();
     host.stop().await;
 }
 
@@ -336,9 +500,24 @@ async fn database_config_creates_updates_and_garbage_collects_its_configmap() {
 async fn status_only_change_does_not_rerun_the_plugin() {
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(DATABASE_CRD).await.unwrap();
-    let host = Host::start(&env, &["database-config"], &confined(&env, &["database-config"], "")).await;
+    let mut host = Host::start(
+        &env,
+        &["database-config"],
+        &confined(&env, &["database-config"], ""),
+    )
+    .await;
     apply_database(&env, "a", "a.internal").await;
     wait_ready(&env, "a").await;
+    // The first reconcile creates the ConfigMap, whose creation reconciles its owner once more;
+    // after that second run nothing changes any more.
+    host.wait_lines("the ConfigMap's creation to be reconciled", |lines| {
+        let runs = lines
+            .iter()
+            .filter(|l| object_ref(l).ends_with("/a") && message(l) == "reconcile succeeded")
+            .count();
+        (runs >= 2).then_some(())
+    })
+    .await;
 
     // A status-only change the plugin would undo if it ran: it writes observedGeneration.
     let status = json!({"status": {"observedGeneration": 99}});
@@ -352,7 +531,10 @@ async fn status_only_change_does_not_rerun_the_plugin() {
     wait_ready(&env, "b").await;
     wait_config_host(&env, "b", "b.internal").await;
     let a = databases(&env).get("a").await.unwrap();
-    assert_eq!(a.data["status"]["observedGeneration"], 99, "the plugin re-ran for a status-only change");
+    assert_eq!(
+        a.data["status"]["observedGeneration"], 99,
+        "the plugin re-ran for a status-only change"
+    );
 
     // A spec change does run it.
     apply_database(&env, "a", "a2.internal").await;
@@ -375,22 +557,59 @@ async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
     ))
     .await
     .unwrap();
-    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(env.client(), &target);
-    env.wait_for(&quotas, "namespace-defaults", "to be created", PATIENCE, |q| q.is_some()).await.unwrap();
-    let limits: Api<k8s_openapi::api::core::v1::LimitRange> = Api::namespaced(env.client(), &target);
-    env.wait_for(&limits, "namespace-defaults", "to be created", PATIENCE, |l| l.is_some()).await.unwrap();
-    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> = Api::namespaced(env.client(), &target);
-    env.wait_for(&policies, "namespace-defaults", "to be created", PATIENCE, |p| p.is_some()).await.unwrap();
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(env.client(), &target);
+    env.wait_for(
+        &quotas,
+        "namespace-defaults",
+        "to be created",
+        PATIENCE,
+        |q| q.is_some(),
+    )
+    .await
+    .unwrap();
+    let limits: Api<k8s_openapi::api::core::v1::LimitRange> =
+        Api::namespaced(env.client(), &target);
+    env.wait_for(
+        &limits,
+        "namespace-defaults",
+        "to be created",
+        PATIENCE,
+        |l| l.is_some(),
+    )
+    .await
+    .unwrap();
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        Api::namespaced(env.client(), &target);
+    env.wait_for(
+        &policies,
+        "namespace-defaults",
+        "to be created",
+        PATIENCE,
+        |p| p.is_some(),
+    )
+    .await
+    .unwrap();
     // An owned object deleted by hand comes back.
-    quotas.delete("namespace-defaults", &DeleteParams::default()).await.unwrap();
-    env.wait_for(&quotas, "namespace-defaults", "to be restored", PATIENCE, |q| {
-        q.is_some_and(|q| q.metadata.deletion_timestamp.is_none())
-    })
+    quotas
+        .delete("namespace-defaults", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_for(
+        &quotas,
+        "namespace-defaults",
+        "to be restored",
+        PATIENCE,
+        |q| q.is_some_and(|q| q.metadata.deletion_timestamp.is_none()),
+    )
     .await
     .unwrap();
     host.stop().await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
-    namespaces.delete(&target, &DeleteParams::default()).await.unwrap();
+    namespaces
+        .delete(&target, &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -415,20 +634,48 @@ async fn configmap_mirror_copies_and_its_finalizer_cleans_up() {
         .unwrap();
     let copies: Api<ConfigMap> = Api::namespaced(env.client(), &target);
     env.wait_for(&copies, "shared", "to be copied", PATIENCE, |c| {
-        c.and_then(|c| c.data.as_ref()).and_then(|d| d.get("k")).is_some_and(|v| v == "v1")
+        c.and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get("k"))
+            .is_some_and(|v| v == "v1")
     })
     .await
     .unwrap();
     let sources: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
     let source = sources.get("shared").await.unwrap();
-    assert!(source.metadata.finalizers.unwrap_or_default().contains(&"demo.wasmop.dev/mirror-cleanup".to_owned()));
+    assert!(
+        source
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"demo.wasmop.dev/mirror-cleanup".to_owned())
+    );
 
-    sources.delete("shared", &DeleteParams::default()).await.unwrap();
-    env.wait_for(&copies, "shared", "to be removed by cleanup", PATIENCE, |c| c.is_none()).await.unwrap();
-    env.wait_for(&sources, "shared", "to be deleted once its finalizer is removed", PATIENCE, |c| c.is_none())
+    sources
+        .delete("shared", &DeleteParams::default())
         .await
         .unwrap();
+    env.wait_for(
+        &copies,
+        "shared",
+        "to be removed by cleanup",
+        PATIENCE,
+        |c| c.is_none(),
+    )
+    .await
+    .unwrap();
+    env.wait_for(
+        &sources,
+        "shared",
+        "to be deleted once its finalizer is removed",
+        PATIENCE,
+        |c| c.is_none(),
+    )
+    .await
+    .unwrap();
     host.stop().await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
-    namespaces.delete(&target, &DeleteParams::default()).await.unwrap();
+    namespaces
+        .delete(&target, &DeleteParams::default())
+        .await
+        .unwrap();
 }

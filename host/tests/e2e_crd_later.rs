@@ -14,14 +14,17 @@ use wasmop_testenv::TestEnv;
 #[tokio::test(flavor = "multi_thread")]
 async fn plugin_whose_crd_is_installed_later_starts_working() {
     let env = TestEnv::start().await.unwrap();
-    env.apply_yaml(&fixture("test-plugins-rbac.yaml")).await.unwrap();
+    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
+        .await
+        .unwrap();
     let config = format!(
         "resyncPeriod: 0s\nplugins:\n  well-behaved:\n    namespaces: [{}]\n",
         env.namespace()
     );
     let mut host = Host::start(&env, &["well-behaved"], &config).await;
     host.wait_log("the plugin to report that it waits for its kind", |l| {
-        message(l) == "plugin waits for its kinds to be served" && l["fields"]["plugin"] == "well-behaved"
+        message(l) == "plugin waits for its kinds to be served"
+            && l["fields"]["plugin"] == "well-behaved"
     })
     .await;
     let waiting = host
@@ -38,9 +41,17 @@ async fn plugin_whose_crd_is_installed_later_starts_working() {
         .await
         .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    env.wait_for(&api, "late-mirror", "to be made by the late plugin", PATIENCE, |cm| {
-        cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get("value")).is_some_and(|v| v == "ok")
-    })
+    env.wait_for(
+        &api,
+        "late-mirror",
+        "to be made by the late plugin",
+        PATIENCE,
+        |cm| {
+            cm.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("value"))
+                .is_some_and(|v| v == "ok")
+        },
+    )
     .await
     .unwrap();
     let running = host

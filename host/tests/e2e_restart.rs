@@ -20,7 +20,9 @@ const OBJECTS: usize = 200;
 async fn every_object_converges_across_an_apiserver_restart_without_duplicate_children() {
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(&fixture("target-crd.yaml")).await.unwrap();
-    env.apply_yaml(&fixture("test-plugins-rbac.yaml")).await.unwrap();
+    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
+        .await
+        .unwrap();
     let config = format!(
         "resyncPeriod: 0s\nplugins:\n  well-behaved:\n    namespaces: [{}]\n    concurrency: 8\n",
         env.namespace()
@@ -36,11 +38,23 @@ async fn every_object_converges_across_an_apiserver_restart_without_duplicate_ch
 
     // Mid-run: some children exist, not all.
     let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    let mirrors = |list: &[ConfigMap]| list.iter().filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.ends_with("-mirror"))).count();
+    let mirrors = |list: &[ConfigMap]| {
+        list.iter()
+            .filter(|c| {
+                c.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.ends_with("-mirror"))
+            })
+            .count()
+    };
     loop {
         let n = mirrors(&api.list(&ListParams::default()).await.unwrap().items);
         if n > 0 {
-            assert!(n < OBJECTS, "the run finished before the restart; the test proves nothing");
+            assert!(
+                n < OBJECTS,
+                "the run finished before the restart; the test proves nothing"
+            );
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -55,18 +69,30 @@ async fn every_object_converges_across_an_apiserver_restart_without_duplicate_ch
         let mut children: BTreeMap<String, usize> = BTreeMap::new();
         let mut converged = 0;
         for cm in &list {
-            for owner in cm.metadata.owner_references.iter().flatten().filter(|o| o.kind == "Target") {
+            for owner in cm
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|o| o.kind == "Target")
+            {
                 *children.entry(owner.name.clone()).or_default() += 1;
             }
             let name = cm.metadata.name.as_deref().unwrap_or("");
             if let Some(target) = name.strip_suffix("-mirror") {
-                let want = format!("v{}", target.trim_start_matches('t').parse::<usize>().unwrap());
+                let want = format!(
+                    "v{}",
+                    target.trim_start_matches('t').parse::<usize>().unwrap()
+                );
                 if cm.data.as_ref().and_then(|d| d.get("value")) == Some(&want) {
                     converged += 1;
                 }
             }
         }
-        assert!(children.values().all(|n| *n == 1), "duplicate children: {children:?}");
+        assert!(
+            children.values().all(|n| *n == 1),
+            "duplicate children: {children:?}"
+        );
         if converged == OBJECTS {
             assert_eq!(children.len(), OBJECTS);
             break;

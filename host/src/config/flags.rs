@@ -13,7 +13,12 @@ pub struct RunArgs {
     #[arg(long, env = "WASMOP_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A directory of `*.wasm` plugins; replaces the file's `sources` (repeatable).
-    #[arg(long = "plugins", env = "WASMOP_PLUGINS", value_name = "DIR", value_delimiter = ',')]
+    #[arg(
+        long = "plugins",
+        env = "WASMOP_PLUGINS",
+        value_name = "DIR",
+        value_delimiter = ','
+    )]
     pub plugins: Vec<PathBuf>,
     /// Reconciles that may run at once over all plugins.
     #[arg(long, env = "WASMOP_CONCURRENCY")]
@@ -96,9 +101,12 @@ mod tests {
     async fn flags_override_the_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("wasmop.yaml");
-        tokio::fs::write(&file, "concurrency: 8\nlogFormat: text\nsources: [{directory: /a}]\n")
-            .await
-            .expect("write");
+        tokio::fs::write(
+            &file,
+            "concurrency: 8\nlogFormat: text\nsources: [{directory: /a}]\n",
+        )
+        .await
+        .expect("write");
         let args = RunArgs {
             config: Some(file),
             plugins: vec!["/b".into()],

@@ -1,7 +1,7 @@
 //! The host configuration file as written: every field optional, unknown keys refused. This is
 //! the `Raw*` form; [`super::Config::from_raw`] validates it into the config the host uses.
 //!
-//! The YAML below documents every field (it is also `deploy/config/wasmop.yaml`'s shape):
+//! The YAML below shows every field (`deploy/config/wasmop.yaml` is the commented example):
 //!
 //! ```yaml
 //! # Where plugin components come from. Every `*.wasm` file in each directory is loaded at start.

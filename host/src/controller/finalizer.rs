@@ -92,7 +92,10 @@ pub async fn remove(
         {"op": "remove", "path": path},
     ]))
     .map_err(FinalizerError::Build)?;
-    match api.patch(&name, &params(plugin), &Patch::<()>::Json(patch)).await {
+    match api
+        .patch(&name, &params(plugin), &Patch::<()>::Json(patch))
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(FinalizerError::Patch {

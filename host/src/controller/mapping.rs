@@ -37,7 +37,9 @@ impl Primary {
             .owner_references
             .iter()
             .flatten()
-            .filter(|o| o.kind == self.resource.kind && group_of(&o.api_version) == self.resource.group)
+            .filter(|o| {
+                o.kind == self.resource.kind && group_of(&o.api_version) == self.resource.group
+            })
             .map(|o| self.reference(&o.name, child.metadata.namespace.as_deref()))
             .collect()
     }
@@ -82,13 +84,18 @@ impl Primary {
                 .filter(|p| p.metadata.namespace.as_deref() == ns)
                 .filter_map(|p| Some(self.reference(p.metadata.name.as_deref()?, ns)))
                 .collect(),
-            Mapping::All => primaries
-                .state()
-                .iter()
-                .filter_map(|p| {
-                    Some(self.reference(p.metadata.name.as_deref()?, p.metadata.namespace.as_deref()))
-                })
-                .collect(),
+            Mapping::All => {
+                primaries
+                    .state()
+                    .iter()
+                    .filter_map(|p| {
+                        Some(self.reference(
+                            p.metadata.name.as_deref()?,
+                            p.metadata.namespace.as_deref(),
+                        ))
+                    })
+                    .collect()
+            }
         }
     }
 }
@@ -101,7 +108,11 @@ mod tests {
 
     fn primary() -> Primary {
         Primary {
-            resource: ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Database")),
+            resource: ApiResource::from_gvk(&GroupVersionKind::gvk(
+                "example.com",
+                "v1",
+                "Database",
+            )),
             namespaced: true,
         }
     }
@@ -112,10 +123,12 @@ mod tests {
 
     #[test]
     fn owned_child_maps_to_its_owner_of_the_primary_kind_only() {
-        let child = obj(json!({"metadata": {"name": "db-config", "namespace": "team", "ownerReferences": [
-            {"apiVersion": "example.com/v1", "kind": "Database", "name": "db", "uid": "1", "controller": true},
-            {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "2"}
-        ]}}));
+        let child = obj(
+            json!({"metadata": {"name": "db-config", "namespace": "team", "ownerReferences": [
+                {"apiVersion": "example.com/v1", "kind": "Database", "name": "db", "uid": "1", "controller": true},
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "2"}
+            ]}}),
+        );
         let owners = primary().owners_of(&child);
         assert_eq!(owners.len(), 1);
         assert_eq!(owners[0].name, "db");
@@ -133,10 +146,15 @@ mod tests {
         let by_label = primary().mapped(&Mapping::Label("db".into()), &watched, &store);
         assert_eq!(by_label[0].name, "orders");
         assert_eq!(by_label[0].namespace.as_deref(), Some("team"));
-        let by_annotation = primary().mapped(&Mapping::Annotation("target".into()), &watched, &store);
+        let by_annotation =
+            primary().mapped(&Mapping::Annotation("target".into()), &watched, &store);
         assert_eq!(by_annotation[0].name, "users");
         assert_eq!(by_annotation[0].namespace.as_deref(), Some("other"));
-        assert!(primary().mapped(&Mapping::Label("missing".into()), &watched, &store).is_empty());
+        assert!(
+            primary()
+                .mapped(&Mapping::Label("missing".into()), &watched, &store)
+                .is_empty()
+        );
         let same = primary().mapped(&Mapping::SameName, &watched, &store);
         assert_eq!(same[0].name, "x");
     }

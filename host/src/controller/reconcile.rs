@@ -41,13 +41,18 @@ impl ReconcileError {
     /// The object concerned.
     pub fn target(&self) -> &ObjectRef {
         match self {
-            ReconcileError::Encode { target, .. } | ReconcileError::Finalizer { target, .. } => target,
+            ReconcileError::Encode { target, .. } | ReconcileError::Finalizer { target, .. } => {
+                target
+            }
         }
     }
 }
 
 /// The entry point the kube-runtime `Controller` calls.
-pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<PluginCtx>) -> Result<Action, ReconcileError> {
+pub async fn reconcile(
+    obj: Arc<DynamicObject>,
+    ctx: Arc<PluginCtx>,
+) -> Result<Action, ReconcileError> {
     if !ctx.in_scope(&obj) {
         return Ok(Action::await_change());
     }
@@ -61,14 +66,19 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<PluginCtx>) -> Result<A
     run(obj, target, ctx).instrument(span).await
 }
 
-async fn run(obj: Arc<DynamicObject>, target: ObjectRef, ctx: Arc<PluginCtx>) -> Result<Action, ReconcileError> {
+async fn run(
+    obj: Arc<DynamicObject>,
+    target: ObjectRef,
+    ctx: Arc<PluginCtx>,
+) -> Result<Action, ReconcileError> {
     // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
     // whole call so the host-wide bound covers host calls too.
     let _global = ctx.shared.global.acquire().await.ok();
     let _own = ctx.permits.acquire().await.ok();
     let info = ctx.plugin.info();
     let deleting = obj.metadata.deletion_timestamp.is_some();
-    let has_finalizer = |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
+    let has_finalizer =
+        |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
     let api = ctx.primary_api(target.namespace.as_deref());
     let finalizer_error = |source| ReconcileError::Finalizer {
         target: target.clone(),
@@ -79,7 +89,12 @@ async fn run(obj: Arc<DynamicObject>, target: ObjectRef, ctx: Arc<PluginCtx>) ->
         (Some(f), true) if has_finalizer(&obj, f) => {
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj)?;
-            (ctx.plugin.cleanup(ctx.shared.cluster.clone(), request).await, true)
+            (
+                ctx.plugin
+                    .cleanup(ctx.shared.cluster.clone(), request)
+                    .await,
+                true,
+            )
         }
         // Being deleted without our finalizer: nothing of ours to do.
         (_, true) => return Ok(Action::await_change()),
@@ -87,16 +102,28 @@ async fn run(obj: Arc<DynamicObject>, target: ObjectRef, ctx: Arc<PluginCtx>) ->
             let current = if has_finalizer(&obj, f) {
                 obj.clone()
             } else {
-                let added = finalizer::add(&api, &obj, f, &info.name).await.map_err(finalizer_error)?;
+                let added = finalizer::add(&api, &obj, f, &info.name)
+                    .await
+                    .map_err(finalizer_error)?;
                 tracing::debug!(finalizer = %f, "finalizer added");
                 Arc::new(added)
             };
             let request = request(&target, &current)?;
-            (ctx.plugin.reconcile(ctx.shared.cluster.clone(), request).await, false)
+            (
+                ctx.plugin
+                    .reconcile(ctx.shared.cluster.clone(), request)
+                    .await,
+                false,
+            )
         }
         (None, false) => {
             let request = request(&target, &obj)?;
-            (ctx.plugin.reconcile(ctx.shared.cluster.clone(), request).await, false)
+            (
+                ctx.plugin
+                    .reconcile(ctx.shared.cluster.clone(), request)
+                    .await,
+                false,
+            )
         }
     };
 
@@ -104,7 +131,9 @@ async fn run(obj: Arc<DynamicObject>, target: ObjectRef, ctx: Arc<PluginCtx>) ->
         && outcome == Outcome::Action(runtime::Action::Done)
         && let Some(f) = &info.finalizer
     {
-        finalizer::remove(&api, &obj, f, &info.name).await.map_err(finalizer_error)?;
+        finalizer::remove(&api, &obj, f, &info.name)
+            .await
+            .map_err(finalizer_error)?;
         tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
     }
     Ok(settle(&ctx, &obj, &target, outcome, cleanup).await)
@@ -122,7 +151,13 @@ fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, Reconcile
 }
 
 /// Maps an outcome onto the next step, and reports failures.
-async fn settle(ctx: &PluginCtx, obj: &DynamicObject, target: &ObjectRef, outcome: Outcome, cleanup: bool) -> Action {
+async fn settle(
+    ctx: &PluginCtx,
+    obj: &DynamicObject,
+    target: &ObjectRef,
+    outcome: Outcome,
+    cleanup: bool,
+) -> Action {
     let plugin = ctx.plugin.info().name.as_str();
     ctx.shared
         .metrics
@@ -150,7 +185,9 @@ async fn settle(ctx: &PluginCtx, obj: &DynamicObject, target: &ObjectRef, outcom
             ctx.shared.metrics.denied(plugin, &denial.verb);
             report(ctx, obj, target, "HostCallDenied", entry, &outcome).await;
         }
-        Outcome::PluginError { .. } => report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await,
+        Outcome::PluginError { .. } => {
+            report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await
+        }
         _ => report(ctx, obj, target, "PluginFailed", entry, &outcome).await,
     }
     let (delay, failures) = ctx.backoffs.failed(target);
@@ -163,12 +200,24 @@ async fn settle(ctx: &PluginCtx, obj: &DynamicObject, target: &ObjectRef, outcom
     Action::requeue(delay)
 }
 
-async fn report(ctx: &PluginCtx, obj: &DynamicObject, target: &ObjectRef, reason: &str, entry: &str, outcome: &Outcome) {
+async fn report(
+    ctx: &PluginCtx,
+    obj: &DynamicObject,
+    target: &ObjectRef,
+    reason: &str,
+    entry: &str,
+    outcome: &Outcome,
+) {
     let record = Record {
         regarding: reference(obj, target),
         event_type: EventType::Warning,
         reason: reason.to_owned(),
-        action: if entry == "cleanup" { "Cleanup" } else { "Reconcile" }.to_owned(),
+        action: if entry == "cleanup" {
+            "Cleanup"
+        } else {
+            "Reconcile"
+        }
+        .to_owned(),
         note: outcome.to_string(),
     };
     let plugin = ctx.plugin.info().name.as_str();
@@ -191,7 +240,11 @@ pub fn reference(obj: &DynamicObject, target: &ObjectRef) -> ObjectReference {
 }
 
 /// What the controller does when [`reconcile`] itself failed: retry with the object's backoff.
-pub fn error_policy(_obj: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<PluginCtx>) -> Action {
+pub fn error_policy(
+    _obj: Arc<DynamicObject>,
+    error: &ReconcileError,
+    ctx: Arc<PluginCtx>,
+) -> Action {
     let (delay, failures) = ctx.backoffs.failed(error.target());
     tracing::warn!(
         plugin = %ctx.plugin.info().name,

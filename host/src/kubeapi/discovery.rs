@@ -50,10 +50,12 @@ impl Resolver {
         let (resource, caps) = retrying("discovery", || kube::discovery::pinned_kind(&client, gvk))
             .await
             .map_err(|e| match e {
-                ClusterError::NotFound(_) | ClusterError::Other(_) => ClusterError::NotFound(format!(
-                    "the API server does not serve {}/{} {} (is its CRD installed?)",
-                    gvk.group, gvk.version, gvk.kind
-                )),
+                ClusterError::NotFound(_) | ClusterError::Other(_) => {
+                    ClusterError::NotFound(format!(
+                        "the API server does not serve {}/{} {} (is its CRD installed?)",
+                        gvk.group, gvk.version, gvk.kind
+                    ))
+                }
                 other => other,
             })?;
         let resolved = Resolved {

@@ -27,7 +27,9 @@ pub const PATIENCE: Duration = Duration::from_secs(120);
 /// namespace again in the test namespace, where each test's host keeps its record (as
 /// kustomize's `namespace:` would).
 pub async fn install_rbac(env: &TestEnv) {
-    env.apply_yaml(RBAC).await.expect("deploy/rbac/rbac.yaml applies");
+    env.apply_yaml(RBAC)
+        .await
+        .expect("deploy/rbac/rbac.yaml applies");
     let mut local = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(RBAC) {
         let mut value = serde_yaml::Value::deserialize(doc).expect("rbac.yaml parses");
@@ -61,7 +63,9 @@ impl Host {
             .expect("host kubeconfig");
         let dir = tempfile::tempdir().expect("tempdir");
         let plugin_dir = dir.path().join("plugins");
-        tokio::fs::create_dir(&plugin_dir).await.expect("plugin dir");
+        tokio::fs::create_dir(&plugin_dir)
+            .await
+            .expect("plugin dir");
         for name in plugins {
             let from = wasmop_test_guests::component(name);
             tokio::fs::copy(from, plugin_dir.join(format!("{name}.wasm")))
@@ -97,7 +101,9 @@ impl Host {
             _dir: dir,
         };
         let line = host
-            .wait_log("the metrics server to listen", |l| message(l) == "serving /metrics")
+            .wait_log("the metrics server to listen", |l| {
+                message(l) == "serving /metrics"
+            })
             .await;
         host.metrics = line["fields"]["address"].as_str().unwrap().to_owned();
         host
@@ -119,7 +125,8 @@ impl Host {
 
     /// Waits until a line matching `pred` is logged, and returns it.
     pub async fn wait_log(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        self.wait_lines(what, |lines| lines.iter().find(|l| pred(l)).cloned()).await
+        self.wait_lines(what, |lines| lines.iter().find(|l| pred(l)).cloned())
+            .await
     }
 
     /// Waits until `check` finds something in the log.
@@ -130,7 +137,10 @@ impl Host {
                 return found;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("wasmop run exited ({status}) while waiting for {what}; log:\n{}", self.log_text());
+                panic!(
+                    "wasmop run exited ({status}) while waiting for {what}; log:\n{}",
+                    self.log_text()
+                );
             }
             if tokio::time::Instant::now() > deadline {
                 panic!("timed out waiting for {what}; log:\n{}", self.log_text());
@@ -141,13 +151,18 @@ impl Host {
 
     /// `GET /metrics`.
     pub async fn metrics(&self) -> String {
-        let mut stream = tokio::net::TcpStream::connect(&self.metrics).await.expect("metrics connect");
+        let mut stream = tokio::net::TcpStream::connect(&self.metrics)
+            .await
+            .expect("metrics connect");
         stream
             .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
             .await
             .expect("metrics request");
         let mut body = String::new();
-        stream.read_to_string(&mut body).await.expect("metrics response");
+        stream
+            .read_to_string(&mut body)
+            .await
+            .expect("metrics response");
         body
     }
 
@@ -179,6 +194,8 @@ pub fn object_ref(line: &Value) -> &str {
 
 /// Reads a fixture file under `host/tests/fixtures/e2e`.
 pub fn fixture(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e2e").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/e2e")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
 }
