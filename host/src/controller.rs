@@ -333,6 +333,11 @@ pub async fn run(
         });
         let plugin_name = name.clone();
         async move {
+            let mut shutdown = shared.shutdown.clone();
+            tokio::select! {
+                () = primary_watch.ready() => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
             controller
                 .run(reconcile::reconcile, reconcile::error_policy, ctx)
                 .for_each(|result| {

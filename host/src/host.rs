@@ -263,8 +263,10 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         tracing::info!(address = %bound, "serving /metrics");
         tokio::spawn(metrics.clone().serve(listener));
     }
-    let mut limits = crate::runtime::Limits::default();
-    limits.memory = config.max_memory();
+    let limits = crate::runtime::Limits {
+        memory: config.max_memory(),
+        ..crate::runtime::Limits::default()
+    };
     let mut runtime_config = RuntimeConfig::default()
         .concurrency(config.concurrency)
         .limits(limits);

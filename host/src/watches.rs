@@ -25,7 +25,7 @@ use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// The annotation `kubectl apply` leaves on objects: a full copy of the object, useless to a
 /// controller and often the biggest field.
@@ -67,6 +67,9 @@ pub struct SharedWatch {
     key: WatchKey,
     store: Store<DynamicObject>,
     changes: broadcast::Sender<Change>,
+    /// Becomes true once the initial list is in the cache. (kube's `Store::wait_until_ready`
+    /// wakes only the last of several concurrent waiters, so readiness is tracked here.)
+    ready: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -94,6 +97,7 @@ impl SharedWatch {
             .modify(move |obj: &mut DynamicObject| trim(obj, &types))
             .reflect(writer);
         let tx = changes.clone();
+        let (ready_tx, ready) = watch::channel(false);
         let label = format!("{}/{}", key.resource.api_version, key.resource.plural);
         let scope = key.namespace.clone().unwrap_or_else(|| "*".into());
         let task = tokio::spawn(async move {
@@ -106,7 +110,10 @@ impl SharedWatch {
                     Ok(Event::Delete(obj)) => {
                         let _ = tx.send(Change::Deleted(Arc::new(obj)));
                     }
-                    Ok(Event::Init | Event::InitDone) => {}
+                    Ok(Event::InitDone) => {
+                        ready_tx.send_replace(true);
+                    }
+                    Ok(Event::Init) => {}
                     Err(error) => {
                         tracing::warn!(kind = %label, namespace = %scope, %error, "watch failed; retrying");
                     }
@@ -117,6 +124,7 @@ impl SharedWatch {
             key,
             store,
             changes,
+            ready,
             task,
         }
     }
@@ -133,33 +141,39 @@ impl SharedWatch {
 
     /// Whether the initial list has completed (the cache is complete).
     pub fn is_ready(&self) -> bool {
-        matches!(
-            futures::FutureExt::now_or_never(self.store.wait_until_ready()),
-            Some(Ok(()))
-        )
+        *self.ready.borrow()
+    }
+
+    /// Waits until the initial list has completed. Controllers are started only after this,
+    /// so that kube-runtime's own readiness wait (which wakes one waiter only) never waits.
+    pub async fn ready(&self) {
+        let mut ready = self.ready.clone();
+        // The sender lives as long as the watch task; if it ended, there is nothing to wait for.
+        let _ = ready.wait_for(|r| *r).await;
     }
 
     /// Every object in the cache, then every change. The stream waits for the initial list.
     pub fn subscribe(&self) -> impl Stream<Item = Change> + Send + 'static {
         let rx = self.changes.subscribe();
         let store = self.store.clone();
+        let ready = self.ready.clone();
         futures::stream::unfold(
-            (rx, store, Vec::<Arc<DynamicObject>>::new(), true),
-            |(mut rx, store, mut backlog, first)| async move {
+            (rx, store, ready, Vec::<Arc<DynamicObject>>::new(), true),
+            |(mut rx, store, mut ready, mut backlog, first)| async move {
                 if first {
                     // Subscribed before the snapshot: a change racing with it is seen twice,
                     // never missed.
-                    if store.wait_until_ready().await.is_err() {
+                    if ready.wait_for(|r| *r).await.is_err() {
                         return None;
                     }
                     backlog = store.state();
                 }
                 loop {
                     if let Some(obj) = backlog.pop() {
-                        return Some((Change::Applied(obj), (rx, store, backlog, false)));
+                        return Some((Change::Applied(obj), (rx, store, ready, backlog, false)));
                     }
                     match rx.recv().await {
-                        Ok(change) => return Some((change, (rx, store, backlog, false))),
+                        Ok(change) => return Some((change, (rx, store, ready, backlog, false))),
                         Err(broadcast::error::RecvError::Lagged(missed)) => {
                             tracing::debug!(missed, "subscriber fell behind; resending the cache");
                             backlog = store.state();

@@ -20,8 +20,8 @@ pub enum ReconcileError {
     /// The object could not be encoded as JSON for the plugin.
     #[error("cannot encode {target} for the plugin")]
     Encode {
-        /// The object.
-        target: ObjectRef,
+        /// The object (boxed to keep the error small).
+        target: Box<ObjectRef>,
         /// Why.
         #[source]
         source: serde_json::Error,
@@ -29,11 +29,11 @@ pub enum ReconcileError {
     /// Adding or removing the finalizer failed.
     #[error("finalizer handling failed for {target}")]
     Finalizer {
-        /// The object.
-        target: ObjectRef,
-        /// Why.
+        /// The object (boxed to keep the error small).
+        target: Box<ObjectRef>,
+        /// Why (boxed: kube errors are large, and this is the cold path).
         #[source]
-        source: FinalizerError,
+        source: Box<FinalizerError>,
     },
 }
 
@@ -81,8 +81,8 @@ async fn run(
         |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
     let api = ctx.primary_api(target.namespace.as_deref());
     let finalizer_error = |source| ReconcileError::Finalizer {
-        target: target.clone(),
-        source,
+        target: Box::new(target.clone()),
+        source: Box::new(source),
     };
 
     let (outcome, cleanup) = match (&info.finalizer, deleting) {
@@ -141,7 +141,7 @@ async fn run(
 
 fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
     let object = serde_json::to_value(obj).map_err(|source| ReconcileError::Encode {
-        target: target.clone(),
+        target: Box::new(target.clone()),
         source,
     })?;
     Ok(Request {
