@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::{config, events, kube, types};
 use crate::error::Error;
-use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode};
+use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode, from_json};
 
 /// A patch body, by patch type. Build the body with [`serde_json::json!`].
 #[derive(Debug, Clone, PartialEq)]
@@ -125,9 +125,7 @@ impl Context {
         namespace: Option<&str>,
         selector: Option<&str>,
     ) -> Result<Vec<T>, Error> {
-        if namespace.is_some() {
-            check_scope::<T>(namespace)?;
-        }
+        check_scope::<T>(namespace)?;
         let gvk = Gvk::of::<T>();
         let items = kube::list(&gvk.into(), namespace, selector).map_err(|e| {
             let mut target = T::URL_PATH_SEGMENT.to_owned();
@@ -230,7 +228,7 @@ impl Context {
     /// `{}` when there is none, so give `C` defaults with `#[serde(default)]`, and reject
     /// typos with `#[serde(deny_unknown_fields)]`).
     pub fn config<C: DeserializeOwned>(&self) -> Result<C, Error> {
-        serde_json::from_str(&config::get()).map_err(Error::Config)
+        from_json(&config::get()).map_err(Error::Config)
     }
 }
 

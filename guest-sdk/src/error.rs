@@ -91,10 +91,12 @@ pub enum Error {
     #[error("invalid plugin configuration")]
     Config(#[source] serde_json::Error),
     /// A namespaced kind was named without a namespace.
-    #[error("{kind} is namespaced: a namespace is required")]
+    #[error("{kind} {name} is namespaced: a namespace is required")]
     MissingNamespace {
         /// The kind.
         kind: &'static str,
+        /// The name given.
+        name: String,
     },
     /// A cluster-scoped kind was named with a namespace.
     #[error("{kind} is cluster-scoped: namespace `{namespace}` cannot apply")]

@@ -8,7 +8,7 @@ use crate::bindings::exports::wasmop::plugin::reconciler as wit;
 use crate::context::Context;
 use crate::error::{ReconcileError, chain};
 use crate::info::Info;
-use crate::object::{Gvk, Object, ObjectRef};
+use crate::object::{Gvk, Object, ObjectRef, from_json};
 
 /// What to do after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,7 @@ impl<R: Reconciler> Adapter<R> {
         request: wit::Request,
         f: fn(R::Object, &Context) -> Result<Action, ReconcileError>,
     ) -> Result<wit::Action, wit::Error> {
-        let object: R::Object = serde_json::from_str(&request.object).map_err(|e| {
+        let object: R::Object = from_json(&request.object).map_err(|e| {
             let target = &request.target;
             wit::Error::Permanent(format!(
                 "cannot decode {} {}{} from the host as {}: {}",

@@ -1,2 +1,5 @@
-//! The `wasmop` binary.
-fn main() {}
+//! The `wasmop` binary; everything is in [`wasmop::cli`].
+
+fn main() -> std::process::ExitCode {
+    wasmop::cli::main()
+}

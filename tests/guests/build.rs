@@ -1,7 +1,7 @@
-//! Builds every guest crate under `plugins/*/` and `tests/hostile/*/` as a wasm32-wasip2
-//! component and generates the table `src/lib.rs` serves paths from.
+//! Builds every guest crate under `plugins/*/`, `tests/hostile/*/` and `tests/sdk/*/` as a
+//! wasm32-wasip2 component and generates the table `src/lib.rs` serves paths from.
 //!
-//! Guests are discovered by listing those two directories, so adding a guest is adding a
+//! Guests are discovered by listing those directories, so adding a guest is adding a
 //! directory (and its workspace `members` entry); this crate never needs an edit. All guests
 //! are built by one nested `cargo build` with the `wasm` profile into
 //! `<workspace>/target/wasm-guests`: a separate target directory, because the outer cargo holds
@@ -16,7 +16,11 @@ use std::process::{Command, Stdio};
 
 /// The directories (relative to the workspace root) whose subdirectories are guests, and the
 /// role each one's guests play.
-const GUEST_ROOTS: &[(&str, &str)] = &[("plugins", "Plugin"), ("tests/hostile", "Hostile")];
+const GUEST_ROOTS: &[(&str, &str)] = &[
+    ("plugins", "Plugin"),
+    ("tests/hostile", "Hostile"),
+    ("tests/sdk", "Sdk"),
+];
 
 /// The target every guest is built for: its linker (`wasm-component-ld`) emits a component.
 const WASM_TARGET: &str = "wasm32-wasip2";
@@ -28,7 +32,7 @@ const WASM_PROFILE: &str = "wasm";
 struct Guest {
     /// The directory name, which is the key tests look guests up by.
     name: String,
-    /// `Plugin` or `Hostile` (a variant of `GuestKind`).
+    /// `Plugin`, `Hostile` or `Sdk` (a variant of `GuestKind`).
     kind: &'static str,
     /// The cargo package name.
     package: String,
@@ -69,7 +73,7 @@ fn main() {
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", copy_dir.display()));
 
     let mut table = String::from(
-        "/// Every guest built from `plugins/*/` and `tests/hostile/*/`, sorted by name.\n",
+        "/// Every guest built from `plugins/*/`, `tests/hostile/*/` and `tests/sdk/*/`, sorted by name.\n",
     );
     table.push_str("pub static GUESTS: &[Guest] = &[\n");
     for guest in &guests {

@@ -1,4 +1,4 @@
-//! Paths of the wasm components built from `plugins/*/` and `tests/hostile/*/`.
+//! Paths of the wasm components built from `plugins/*/`, `tests/hostile/*/` and `tests/sdk/*/`.
 //!
 //! `build.rs` discovers every guest crate in those directories, builds them all for
 //! `wasm32-wasip2` with the `wasm` profile (into `target/wasm-guests`) and records where each
@@ -19,6 +19,8 @@ pub enum GuestKind {
     Plugin,
     /// A misbehaving test plugin from `tests/hostile/`.
     Hostile,
+    /// A guest from `tests/sdk/` that exercises the guest SDK.
+    Sdk,
 }
 
 /// One built guest component.
@@ -53,8 +55,8 @@ pub fn find(name: &str) -> Option<&'static Guest> {
     GUESTS.iter().find(|g| g.name == name)
 }
 
-/// The component file of the guest named `name` (its directory name under `plugins/` or
-/// `tests/hostile/`).
+/// The component file of the guest named `name` (its directory name under `plugins/`,
+/// `tests/hostile/` or `tests/sdk/`).
 ///
 /// # Panics
 /// When no guest has that name; the message lists the guests there are. This is for tests,
@@ -64,7 +66,7 @@ pub fn component(name: &str) -> &'static Path {
         Some(guest) => guest.path(),
         None => panic!(
             "no guest component named `{name}`; built guests: [{}]. A guest is a crate directory \
-             under plugins/ or tests/hostile/ that is a workspace member",
+             under plugins/, tests/hostile/ or tests/sdk/ that is a workspace member",
             GUESTS.iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
         ),
     }

@@ -10,7 +10,11 @@ use wasmop::plugin::types::{Gvk, ObjectRef};
 struct Plugin;
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-    Gvk { group: group.into(), version: version.into(), kind: kind.into() }
+    Gvk {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+    }
 }
 
 fn info() -> Info {

@@ -10,7 +10,11 @@ use wasmop::plugin::types::{Gvk, ObjectRef};
 struct Plugin;
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-    Gvk { group: group.into(), version: version.into(), kind: kind.into() }
+    Gvk {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+    }
 }
 
 fn info() -> Info {
@@ -36,13 +40,21 @@ impl Guest for Plugin {
     }
 
     fn reconcile(req: Request) -> Result<Action, Error> {
-        let _ = req;
-        #[allow(unconditional_recursion)]
+        // Only scalars, so every frame lives on the wasm stack (not Rust's shadow stack in
+        // linear memory): the guest must hit the engine's stack limit. `n` comes from the
+        // input, so the compiler cannot prove the recursion ends or remove it.
+        #[inline(never)]
         fn down(n: u64) -> u64 {
-            let local = std::hint::black_box([n; 16]);
-            down(local[3] + 1) + local[7]
+            if n == 0 {
+                return 0;
+            }
+            let next = n
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            // Two operations on the result: no accumulator form, so no loop in disguise.
+            down(next).wrapping_mul(3).wrapping_add(n)
         }
-        let _ = down(0);
+        let _ = std::hint::black_box(down(req.object.len() as u64 + 1));
         Ok(Action::Done)
     }
 

@@ -15,7 +15,11 @@ use wasmop::plugin::{config, log};
 struct Plugin;
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-    Gvk { group: group.into(), version: version.into(), kind: kind.into() }
+    Gvk {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+    }
 }
 
 /// Pulls `"key": "<string>"` or `"key": <number>` out of flat JSON without a JSON library,
@@ -26,7 +30,9 @@ fn field<'a>(json: &'a str, key: &str) -> Option<&'a str> {
     if let Some(s) = rest.strip_prefix('"') {
         return s.split('"').next();
     }
-    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     Some(&rest[..end])
 }
 
@@ -38,7 +44,11 @@ impl Guest for Plugin {
             primary: gvk("wasmop.test", "v1", "Target"),
             primary_selector: None,
             owns: vec![gvk("", "v1", "ConfigMap")],
-            watches: vec![Watch { kind: gvk("", "v1", "Namespace"), selector: None, mapping: Mapping::All }],
+            watches: vec![Watch {
+                kind: gvk("", "v1", "Namespace"),
+                selector: None,
+                mapping: Mapping::All,
+            }],
             finalizer: Some("wasmop.test/cleanup".into()),
             reconcile_on_metadata_change: false,
             permissions: Vec::new(),
@@ -46,7 +56,8 @@ impl Guest for Plugin {
     }
 
     fn reconcile(req: Request) -> Result<Action, Error> {
-        let current = kube::get(&req.target).map_err(|e| Error::Retryable(format!("get: {e:?}")))?;
+        let current =
+            kube::get(&req.target).map_err(|e| Error::Retryable(format!("get: {e:?}")))?;
         let value = field(&current, "value").unwrap_or("none").to_string();
         let uid = field(&current, "uid").unwrap_or("").to_string();
         let name = &req.target.name;

@@ -1,0 +1,311 @@
+//! Dispatch benchmark (prints figures; not a test):
+//!
+//! ```text
+//! cargo bench -p wasmop --bench dispatch
+//! ```
+//!
+//! Per-reconcile cost of the `database-config` plugin on a ~2 KB `Database` with two host
+//! calls (apply, patch-status), on the async path the host uses (multi-threaded tokio,
+//! epoch interruption on, a fresh instance per call), against the same logic as a native
+//! Rust function talking to the same cluster. Also compile time and cached-load time.
+//!
+//! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wasmop::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch};
+use wasmop::plugin::PluginName;
+use wasmop::runtime::{LoadOptions, Outcome, Request, Runtime, RuntimeConfig};
+
+/// A cluster that answers like an API server without doing the work: apply returns the
+/// applied object, patch-status returns the stored Database. Both paths use it, so the
+/// difference between them is the cost of the sandbox.
+struct EchoCluster {
+    database: Value,
+}
+
+#[async_trait]
+impl Cluster for EchoCluster {
+    async fn get(&self, _: &ObjectRef) -> Result<Value, ClusterError> {
+        Ok(self.database.clone())
+    }
+    async fn list(
+        &self,
+        _: &GroupVersionKind,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        Ok(Vec::new())
+    }
+    async fn create(&self, object: Value, _: &PluginName) -> Result<Value, ClusterError> {
+        Ok(object)
+    }
+    async fn apply(&self, object: Value, _: &PluginName) -> Result<Value, ClusterError> {
+        Ok(object)
+    }
+    async fn patch(
+        &self,
+        _: &ObjectRef,
+        _: Patch<Value>,
+        _: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        Ok(self.database.clone())
+    }
+    async fn patch_status(
+        &self,
+        _: &ObjectRef,
+        _: Patch<Value>,
+        _: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        Ok(self.database.clone())
+    }
+    async fn delete(&self, _: &ObjectRef, _: &PluginName) -> Result<(), ClusterError> {
+        Ok(())
+    }
+    async fn emit_event(&self, _: Event, _: &PluginName) -> Result<(), ClusterError> {
+        Ok(())
+    }
+}
+
+/// A ~2 KB Database: the spec the plugin reads plus the labels and annotations real
+/// objects carry.
+fn database() -> Value {
+    let mut annotations = serde_json::Map::new();
+    for i in 0..12 {
+        annotations.insert(
+            format!("example.com/annotation-{i}"),
+            json!(format!("value {i} padding the object to a realistic size")),
+        );
+    }
+    json!({
+        "apiVersion": "demo.wasmop.dev/v1",
+        "kind": "Database",
+        "metadata": {
+            "name": "orders",
+            "namespace": "shop",
+            "uid": "6f1f2c1e-8d9a-4c55-9a63-2f0b7d3c1a10",
+            "generation": 3,
+            "resourceVersion": "48213",
+            "labels": {"app.kubernetes.io/name": "orders", "app.kubernetes.io/part-of": "shop", "tier": "data"},
+            "annotations": annotations,
+        },
+        "spec": {"engine": "postgres", "host": "orders-db.shop.svc.cluster.local", "port": 5432, "replicas": 3}
+    })
+}
+
+// The native twin of plugins/database-config: same types, same steps, same host calls.
+#[derive(Serialize, Deserialize)]
+struct Database {
+    metadata: ObjectMeta,
+    spec: DatabaseSpec,
+    status: Option<DatabaseStatus>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DatabaseSpec {
+    engine: String,
+    host: String,
+    port: u16,
+    replicas: u32,
+}
+
+#[derive(Serialize, Deserialize, Default, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct DatabaseStatus {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+    observed_generation: Option<i64>,
+}
+
+async fn native_reconcile(
+    cluster: &dyn Cluster,
+    plugin: &PluginName,
+    request: &Request,
+) -> Result<(), ClusterError> {
+    let invalid = |e: serde_json::Error| ClusterError::Invalid(e.to_string());
+    let db: Database = serde_json::from_value(request.object.clone()).map_err(invalid)?;
+    let spec = &db.spec;
+    let db_name = db.metadata.name.clone().unwrap_or_default();
+    let name = format!("{db_name}-config");
+    let data = BTreeMap::from([
+        ("engine".to_owned(), spec.engine.clone()),
+        ("host".to_owned(), spec.host.clone()),
+        ("port".to_owned(), spec.port.to_string()),
+        ("replicas".to_owned(), spec.replicas.to_string()),
+        (
+            "url".to_owned(),
+            format!("{}://{}:{}", spec.engine, spec.host, spec.port),
+        ),
+    ]);
+    let config_map = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: db.metadata.namespace.clone(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "demo.wasmop.dev/v1".into(),
+                kind: "Database".into(),
+                name: db_name,
+                uid: db.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..ConfigMap::default()
+    };
+    let mut object = serde_json::to_value(&config_map).map_err(invalid)?;
+    object["apiVersion"] = json!("v1");
+    object["kind"] = json!("ConfigMap");
+    let stored = cluster.apply(object, plugin).await?;
+    let _: ConfigMap = serde_json::from_value(stored).map_err(invalid)?;
+
+    let old = db.status.clone().unwrap_or_default();
+    let mut status = DatabaseStatus {
+        observed_generation: db.metadata.generation,
+        ..old.clone()
+    };
+    status.conditions = vec![Condition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        reason: "ConfigApplied".into(),
+        message: format!("ConfigMap {name} is up to date"),
+        observed_generation: db.metadata.generation,
+        last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+    }];
+    if status != old {
+        let patch =
+            Patch::Merge(json!({ "status": serde_json::to_value(&status).map_err(invalid)? }));
+        let stored = cluster.patch_status(&request.target, patch, plugin).await?;
+        let _: Database = serde_json::from_value(stored).map_err(invalid)?;
+    }
+    Ok(())
+}
+
+struct Stats {
+    median: Duration,
+    p99: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize];
+    Stats {
+        median: at(0.5),
+        p99: at(0.99),
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn main() -> anyhow::Result<()> {
+    let calls: usize = std::env::var("WASMOP_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let warmup = calls / 10;
+    let path = wasmop_test_guests::component("database-config");
+    let bytes = std::fs::read(path)?;
+    let cache = tempfile::tempdir()?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+
+    tokio.block_on(async {
+        let config = || {
+            RuntimeConfig::default()
+                .concurrency(16)
+                .cache_dir(cache.path())
+        };
+        let runtime = Runtime::new(config())?;
+        let started = Instant::now();
+        let compiled = runtime.load(bytes.clone(), LoadOptions::default()).await?;
+        let compile_load = started.elapsed();
+        let runtime = Runtime::new(config())?;
+        let started = Instant::now();
+        let plugin = runtime.load(bytes.clone(), LoadOptions::default()).await?;
+        let cached_load = started.elapsed();
+        assert!(
+            plugin.load_stats().from_cache,
+            "second load comes from the cache"
+        );
+
+        let object = database();
+        let object_bytes = object.to_string().len();
+        let cluster: Arc<dyn Cluster> = Arc::new(EchoCluster {
+            database: object.clone(),
+        });
+        let request = Request::for_object(object)?;
+        let name = plugin.info().name.clone();
+
+        let first = plugin.reconcile(cluster.clone(), request.clone()).await;
+        anyhow::ensure!(
+            first == Outcome::Action(wasmop::runtime::Action::Done),
+            "database-config failed: {first}"
+        );
+        native_reconcile(cluster.as_ref(), &name, &request).await?;
+
+        let mut wasm = Vec::with_capacity(calls);
+        let mut native = Vec::with_capacity(calls);
+        // Interleave the two so machine noise hits both alike.
+        for i in 0..(warmup + calls) {
+            let r = request.clone();
+            let t = Instant::now();
+            let outcome = plugin.reconcile(cluster.clone(), r).await;
+            let w = t.elapsed();
+            anyhow::ensure!(outcome.is_success(), "{outcome}");
+            let t = Instant::now();
+            native_reconcile(cluster.as_ref(), &name, &request).await?;
+            let n = t.elapsed();
+            if i >= warmup {
+                wasm.push(w);
+                native.push(n);
+            }
+        }
+        let (w, n) = (stats(wasm), stats(native));
+        println!(
+            "database-config dispatch benchmark: {calls} calls each after {warmup} warm-up calls"
+        );
+        println!("  engine:            {}", runtime.allocator());
+        println!(
+            "  object:            {object_bytes} bytes of JSON, 2 host calls (apply, patch-status)"
+        );
+        println!("  component:         {} bytes", bytes.len());
+        println!(
+            "  compile:           {:.1} ms (load incl. describe: {:.1} ms)",
+            compiled.load_stats().compile_time.as_secs_f64() * 1e3,
+            compile_load.as_secs_f64() * 1e3
+        );
+        println!(
+            "  cached load:       {:.2} ms (load incl. describe: {:.2} ms)",
+            plugin.load_stats().compile_time.as_secs_f64() * 1e3,
+            cached_load.as_secs_f64() * 1e3
+        );
+        println!(
+            "  native reconcile:  median {:7.2} µs   p99 {:7.2} µs",
+            us(n.median),
+            us(n.p99)
+        );
+        println!(
+            "  wasm reconcile:    median {:7.2} µs   p99 {:7.2} µs",
+            us(w.median),
+            us(w.p99)
+        );
+        println!(
+            "  overhead (median): {:7.2} µs   ratio wasm/native {:.2}x",
+            us(w.median) - us(n.median),
+            us(w.median) / us(n.median)
+        );
+        Ok(())
+    })
+}

@@ -1,0 +1,85 @@
+//! The `wasmop` command line. Arguments are parsed by clap into `Raw*` structs, validated
+//! into what the commands use, and errors are printed with their whole chain.
+//!
+//! Exit codes: 0 success; 1 an error (bad arguments, a file that cannot be read or loaded);
+//! 2 a report that differs from its `--expect` golden file; 3 a plugin call that did not
+//! succeed (without `--expect`).
+
+mod check;
+mod test;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Runs reconcile logic as sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "wasmop", version, about)]
+struct Raw {
+    #[command(subcommand)]
+    command: RawCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum RawCommand {
+    /// Validate a plugin component and print what it declares.
+    Check(check::RawCheck),
+    /// Run one reconcile offline against an in-memory cluster and print the writes.
+    Test(test::RawTest),
+}
+
+/// Options shared by commands that load a plugin.
+#[derive(Debug, clap::Args)]
+struct RawRuntime {
+    /// Cache precompiled artefacts in this directory.
+    #[arg(long, env = "WASMOP_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+}
+
+/// What a command asks `main` to exit with.
+pub enum Exit {
+    /// Everything as expected.
+    Success,
+    /// The report differs from the golden file.
+    GoldenMismatch,
+    /// The plugin call did not succeed.
+    PluginFailed,
+}
+
+/// Parses the command line, runs the command, and maps the result to an exit code.
+pub fn main() -> ExitCode {
+    let raw = Raw::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match raw.command {
+            RawCommand::Check(c) => check::run(c).await,
+            RawCommand::Test(t) => test::run(t).await,
+        }
+    });
+    match result {
+        Ok(Exit::Success) => ExitCode::SUCCESS,
+        Ok(Exit::GoldenMismatch) => ExitCode::from(2),
+        Ok(Exit::PluginFailed) => ExitCode::from(3),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

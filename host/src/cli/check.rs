@@ -1,0 +1,126 @@
+//! `wasmop check FILE`: load a component as the host would and print what it declares.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use super::{Exit, RawRuntime};
+use crate::plugin::{Mapping, PluginInfo};
+use crate::runtime::{LoadOptions, Plugin, Runtime, RuntimeConfig};
+
+/// Arguments of `wasmop check`.
+#[derive(Debug, clap::Args)]
+pub struct RawCheck {
+    /// The plugin component (.wasm).
+    file: PathBuf,
+    #[command(flatten)]
+    runtime: RawRuntime,
+}
+
+fn gvk(g: &kube::core::GroupVersionKind) -> String {
+    format!("{} {}", g.api_version(), g.kind)
+}
+
+/// The human-readable summary `check` prints.
+pub fn render(file: &std::path::Path, plugin: &Plugin) -> String {
+    let PluginInfo {
+        name,
+        version,
+        primary,
+        primary_selector,
+        owns,
+        watches,
+        finalizer,
+        reconcile_on_metadata_change,
+        permissions,
+    } = plugin.info();
+    let stats = plugin.load_stats();
+    let mut out = String::new();
+    let _ = writeln!(out, "file:        {}", file.display());
+    let _ = writeln!(out, "size:        {} bytes", stats.size);
+    let _ = writeln!(out, "digest:      sha256:{}", plugin.digest());
+    let how = if stats.from_cache {
+        "loaded from cache"
+    } else {
+        "compiled"
+    };
+    let _ = writeln!(
+        out,
+        "load time:   {} ms ({how})",
+        stats.compile_time.as_millis()
+    );
+    let _ = writeln!(out, "name:        {name}");
+    let _ = writeln!(out, "version:     {version}");
+    let _ = write!(out, "primary:     {}", gvk(primary));
+    if let Some(s) = primary_selector {
+        let _ = write!(out, " (selector: {s})");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "reconcile on metadata change: {reconcile_on_metadata_change}"
+    );
+    let _ = writeln!(out, "owns:        {}", list(owns.iter().map(gvk)));
+    let watches = watches.iter().map(|w| {
+        let mapping = match &w.mapping {
+            Mapping::SameName => "same name".to_owned(),
+            Mapping::Label(l) => format!("label {l}"),
+            Mapping::Annotation(a) => format!("annotation {a}"),
+            Mapping::AllInNamespace => "all in namespace".to_owned(),
+            Mapping::All => "all".to_owned(),
+        };
+        match &w.selector {
+            Some(s) => format!("{} (selector: {s}; maps by {mapping})", gvk(&w.kind)),
+            None => format!("{} (maps by {mapping})", gvk(&w.kind)),
+        }
+    });
+    let _ = writeln!(out, "watches:     {}", list(watches));
+    let _ = writeln!(
+        out,
+        "finalizer:   {}",
+        finalizer.as_deref().unwrap_or("none")
+    );
+    let permissions = permissions.iter().map(|p| {
+        let verbs: Vec<String> = p.verbs.iter().map(ToString::to_string).collect();
+        let group = if p.group.is_empty() { "core" } else { &p.group };
+        let scope = if p.namespaces.is_empty() {
+            String::new()
+        } else {
+            format!(" in {}", p.namespaces.join(", "))
+        };
+        format!("{} on {group}/{}{scope}", verbs.join(", "), p.kind)
+    });
+    let _ = writeln!(out, "permissions: {}", list(permissions));
+    let _ = writeln!(out, "grants:");
+    for line in plugin.grants().to_string().lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+fn list(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// Runs `wasmop check`.
+pub async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
+    let mut config = RuntimeConfig::default()
+        .concurrency(1)
+        .allocator(crate::runtime::AllocatorChoice::OnDemand);
+    if let Some(dir) = raw.runtime.cache_dir {
+        config = config.cache_dir(dir);
+    }
+    let runtime = Runtime::new(config).context("cannot start the plugin runtime")?;
+    let plugin = runtime
+        .load_file(&raw.file, LoadOptions::default())
+        .await
+        .with_context(|| format!("{} is not a usable plugin", raw.file.display()))?;
+    print!("{}", render(&raw.file, &plugin));
+    Ok(Exit::Success)
+}

@@ -1,0 +1,285 @@
+//! The state of one call: what a [`wasmtime::Store`] holds while a guest runs. It carries the
+//! WASI context, the resource limiter, the plugin's grants and budgets, and the cluster handle
+//! the host calls use. Flags recorded here (out of memory, breached limit, denial, timeout)
+//! let [`super::dispatch`] tell the outcome apart without parsing error text.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, ResourceLimiter};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings;
+use super::engine::{
+    MAX_CORE_INSTANCES_PER_COMPONENT, MAX_MEMORIES_PER_COMPONENT, MAX_TABLE_ELEMENTS,
+    MAX_TABLES_PER_COMPONENT,
+};
+use super::outcome::LimitKind;
+use super::wasi::Captured;
+use super::{Limits, PluginInner};
+use crate::cluster::{Cluster, ClusterError, ObjectRef};
+use crate::plugin::{PluginName, Verb};
+use crate::policy::{Denial, Grants};
+
+/// The error a host call returns to trap the guest when it breaches a limit. Dispatch finds
+/// the breach in [`CallState`] rather than by downcasting, so wrapping cannot hide it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} exceeded")]
+pub struct LimitBreach(pub LimitKind);
+
+/// The error the epoch callback returns when the deadline passes.
+#[derive(Debug, thiserror::Error)]
+#[error("deadline exceeded")]
+pub struct DeadlineExceeded;
+
+/// The error a host call returns when `describe` calls the host.
+#[derive(Debug, thiserror::Error)]
+#[error("`describe` must not call the host, but it called `{0}`")]
+pub struct HostCallDuringDescribe(pub &'static str);
+
+/// Memory, table and instance limits, recording a refused memory growth.
+pub struct CallLimiter {
+    memory: u64,
+    /// The size the guest asked for when growth was refused.
+    pub refused_growth: Option<usize>,
+}
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if u64::try_from(desired).unwrap_or(u64::MAX) > self.memory {
+            self.refused_growth = Some(desired);
+            // Trap rather than return -1 from memory.grow: a guest that ignores the failure
+            // would otherwise carry on into undefined territory, and the outcome is clearer.
+            wasmtime::bail!(
+                "memory growth to {desired} bytes refused: the limit is {} bytes",
+                self.memory
+            );
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES_PER_COMPONENT as usize
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES_PER_COMPONENT as usize
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES_PER_COMPONENT as usize
+    }
+}
+
+/// What the host calls need: the plugin's identity, grants, settings and budgets.
+pub struct HostContext {
+    /// The plugin's name (for the field manager and log tags).
+    pub plugin: PluginName,
+    grants: Grants,
+    /// The plugin's settings as JSON text.
+    pub config_json: String,
+    /// The cluster; `None` while `describe` runs.
+    pub cluster: Option<Arc<dyn Cluster>>,
+    /// The object being reconciled, for log tags.
+    pub target: Option<ObjectRef>,
+    limits: Limits,
+    bytes_used: u64,
+    calls_used: u32,
+    log_lines_used: u32,
+    /// Log lines dropped after the per-call cap.
+    pub log_lines_dropped: u64,
+    /// The first denied call, if any.
+    pub denial: Option<Denial>,
+    /// The limit the guest breached, if any.
+    pub breach: Option<LimitKind>,
+}
+
+impl HostContext {
+    /// Charges bytes the guest passed to the host.
+    pub fn charge_bytes(&mut self, bytes: usize) -> wasmtime::Result<()> {
+        self.bytes_used = self
+            .bytes_used
+            .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
+        if self.bytes_used > self.limits.host_bytes {
+            let kind = LimitKind::HostBytes(self.limits.host_bytes);
+            self.breach = Some(kind);
+            return Err(LimitBreach(kind).into());
+        }
+        Ok(())
+    }
+
+    /// Starts one `kube`/`events` call: counts it and charges the bytes the guest passed.
+    /// An error traps the guest (a breached limit, or a host call from `describe`).
+    pub fn begin(
+        &mut self,
+        call: &'static str,
+        bytes: usize,
+    ) -> wasmtime::Result<Arc<dyn Cluster>> {
+        let Some(cluster) = self.cluster.clone() else {
+            return Err(HostCallDuringDescribe(call).into());
+        };
+        self.calls_used = self.calls_used.saturating_add(1);
+        if self.calls_used > self.limits.host_calls {
+            let kind = LimitKind::HostCalls(self.limits.host_calls);
+            self.breach = Some(kind);
+            return Err(LimitBreach(kind).into());
+        }
+        self.charge_bytes(bytes)?;
+        Ok(cluster)
+    }
+
+    /// Checks a call against the grants. A denial is recorded (it decides the outcome) and
+    /// returned as the `denied` error the guest sees.
+    pub fn authorize(
+        &mut self,
+        verb: Verb,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        self.authorize_as(&verb.to_string(), verb, group, kind, namespace)
+    }
+
+    /// Like [`authorize`](Self::authorize), naming the call differently in the denial (for
+    /// `emit-event`, which needs `get` on the object).
+    pub fn authorize_as(
+        &mut self,
+        call: &str,
+        verb: Verb,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        if let Err(mut denial) = self.grants.check(verb, group, kind, namespace) {
+            denial.verb = call.to_owned();
+            tracing::warn!(plugin = %self.plugin, %denial, "denied host call");
+            let message = denial.to_string();
+            self.denial.get_or_insert(denial);
+            return Err(ClusterError::Denied(message));
+        }
+        Ok(())
+    }
+
+    /// Whether one more log line may be forwarded; counts the dropped ones.
+    pub fn take_log_line(&mut self) -> bool {
+        if self.log_lines_used < self.limits.log_lines {
+            self.log_lines_used += 1;
+            true
+        } else {
+            self.log_lines_dropped += 1;
+            false
+        }
+    }
+
+    /// The cap on one log line.
+    pub fn log_line_bytes(&self) -> usize {
+        self.limits.log_line_bytes
+    }
+}
+
+/// Everything a store holds during one call.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    /// Memory and table limits.
+    pub limiter: CallLimiter,
+    /// What the host calls use.
+    pub host: HostContext,
+    /// Captured stdout and stderr.
+    pub output: Captured,
+    /// When the call must end.
+    pub deadline: Instant,
+    /// Set by the epoch callback when the deadline passed.
+    pub timed_out: bool,
+}
+
+impl CallState {
+    /// State for one call of `plugin`; `cluster` is `None` for `describe`.
+    pub fn new(
+        plugin: &PluginInner,
+        cluster: Option<Arc<dyn Cluster>>,
+        target: Option<ObjectRef>,
+    ) -> Self {
+        Self::from_parts(
+            plugin.runtime.config.fixed_clock,
+            plugin.info.name.clone(),
+            plugin.grants.clone(),
+            plugin.config_json.clone(),
+            plugin.limits.clone(),
+            cluster,
+            target,
+        )
+    }
+
+    /// State from its parts (the loader has no [`PluginInner`] yet while describing).
+    pub fn from_parts(
+        fixed_clock: Option<std::time::SystemTime>,
+        plugin: PluginName,
+        grants: Grants,
+        config_json: String,
+        limits: Limits,
+        cluster: Option<Arc<dyn Cluster>>,
+        target: Option<ObjectRef>,
+    ) -> Self {
+        let output = Captured::new(limits.output_bytes);
+        let wasi = super::wasi::context(&output, fixed_clock);
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: CallLimiter {
+                memory: limits.memory,
+                refused_growth: None,
+            },
+            deadline: Instant::now() + limits.deadline,
+            host: HostContext {
+                plugin,
+                grants,
+                config_json,
+                cluster,
+                target,
+                limits,
+                bytes_used: 0,
+                calls_used: 0,
+                log_lines_used: 0,
+                log_lines_dropped: 0,
+                denial: None,
+                breach: None,
+            },
+            output,
+            timed_out: false,
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// The one linker: WASI (with no ambient authority, see [`super::wasi`]) and the
+/// `wasmop:plugin` imports.
+pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    bindings::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
+    Ok(linker)
+}

@@ -1,0 +1,295 @@
+//! One call into a plugin: a fresh store and instance from the plugin's `InstancePre`, under
+//! its limits (memory, epoch deadline plus an outer timeout that also covers time spent in
+//! host calls, optional fuel), ending in exactly one [`Outcome`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::Instrument;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
+
+use super::PluginInner;
+use super::bindings::exports::wasmop::plugin::reconciler;
+use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
+use super::hostcalls::to_wit_ref;
+use super::outcome::{Action, Budget, Outcome, PluginErrorKind};
+use super::wasi::{self, Printed};
+use super::{Limits, Request};
+use crate::cluster::Cluster;
+
+/// Which export to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `reconcile`.
+    Reconcile,
+    /// `cleanup`.
+    Cleanup,
+}
+
+/// A store for one call, with the limiter, fuel and epoch deadline installed. The epoch
+/// callback yields to tokio every tick (so a busy guest never starves other tasks on its
+/// worker thread) and traps once the deadline has passed.
+pub fn new_store(
+    engine: &Engine,
+    state: CallState,
+    fuel: Option<u64>,
+) -> wasmtime::Result<Store<CallState>> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    if let Some(fuel) = fuel {
+        store.set_fuel(fuel)?;
+    }
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let state = ctx.data_mut();
+        if Instant::now() >= state.deadline {
+            state.timed_out = true;
+            return Err(DeadlineExceeded.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    Ok(store)
+}
+
+/// Runs one call of `plugin`.
+pub async fn call(
+    plugin: &PluginInner,
+    cluster: Arc<dyn Cluster>,
+    request: Request,
+    entry: Entry,
+) -> Outcome {
+    let span = tracing::info_span!(
+        "reconcile",
+        plugin = %plugin.info.name,
+        "object.ref" = %request.target,
+        plugin.digest = %plugin.digest.short(),
+        entry = ?entry,
+    );
+    run(plugin, cluster, request, entry).instrument(span).await
+}
+
+/// The object as the WIT promises it: without `managedFields` and the last-applied
+/// annotation, which are large, server-owned and of no use to a reconcile.
+fn trimmed(mut object: serde_json::Value) -> serde_json::Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+        if let Some(annotations) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) {
+            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+            if annotations.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    object
+}
+
+async fn run(
+    plugin: &PluginInner,
+    cluster: Arc<dyn Cluster>,
+    request: Request,
+    entry: Entry,
+) -> Outcome {
+    let limits = &plugin.limits;
+    // Never fails: the semaphore lives as long as the runtime and is never closed.
+    let Ok(_slot) = plugin.runtime.slots.acquire().await else {
+        unreachable!("the instance-slot semaphore is never closed");
+    };
+    let state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
+    let mut store = match new_store(&plugin.runtime.engine, state, limits.fuel) {
+        Ok(store) => store,
+        Err(e) => {
+            return Outcome::Trap {
+                message: format!("cannot prepare the call: {e:#}"),
+                backtrace: Vec::new(),
+            };
+        }
+    };
+    let wit_request = reconciler::Request {
+        target: to_wit_ref(&request.target),
+        object: trimmed(request.object).to_string(),
+    };
+    let started = Instant::now();
+    let call = async {
+        let instance = plugin.pre.instantiate_async(&mut store).await?;
+        let exports = instance.wasmop_plugin_reconciler();
+        match entry {
+            Entry::Reconcile => exports.call_reconcile(&mut store, &wit_request).await,
+            Entry::Cleanup => exports.call_cleanup(&mut store, &wit_request).await,
+        }
+    };
+    // The epoch deadline stops a guest that computes; this also stops one waiting in a host
+    // call (a slow API server), which epochs cannot interrupt.
+    let result = tokio::time::timeout(limits.deadline, call).await;
+    let state = store.data();
+    let printed = state.output.take();
+    wasi::forward(&printed, state.host.plugin.as_str(), limits.log_line_bytes);
+    let outcome = match result {
+        Err(_elapsed) => Outcome::Timeout(Budget::WallClock(limits.deadline)),
+        Ok(Err(error)) => failure(&error, state, &printed, limits),
+        Ok(Ok(returned)) => match &state.host.denial {
+            Some(denial) => Outcome::Denied(denial.clone()),
+            None => returned_outcome(returned, limits),
+        },
+    };
+    if state.host.log_lines_dropped > 0 {
+        tracing::warn!(
+            dropped = state.host.log_lines_dropped,
+            "plugin log lines over the cap were dropped"
+        );
+    }
+    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    // The span carries these too, but it is at INFO and may be filtered out: a failure must
+    // name its plugin and object on its own.
+    let plugin_name = state.host.plugin.as_str();
+    let object = request.target.to_string();
+    match &outcome {
+        Outcome::Action(_) => {
+            tracing::debug!(
+                plugin = plugin_name,
+                object,
+                outcome = outcome.label(),
+                elapsed_us,
+                "{outcome}"
+            );
+        }
+        Outcome::Trap { backtrace, .. } => {
+            let backtrace = backtrace.join(" <- ");
+            tracing::warn!(
+                plugin = plugin_name,
+                object,
+                outcome = outcome.label(),
+                elapsed_us,
+                backtrace,
+                "{}",
+                outcome.message()
+            );
+        }
+        _ => {
+            tracing::warn!(
+                plugin = plugin_name,
+                object,
+                outcome = outcome.label(),
+                elapsed_us,
+                "{outcome}"
+            );
+        }
+    }
+    outcome
+}
+
+fn returned_outcome(
+    returned: Result<reconciler::Action, reconciler::Error>,
+    limits: &Limits,
+) -> Outcome {
+    // The guest controls the message's size; keep what a log line can hold.
+    let cap = |m: String| wasi::cut(&m, limits.log_line_bytes).to_owned();
+    match returned {
+        Ok(reconciler::Action::Done) => Outcome::Action(Action::Done),
+        Ok(reconciler::Action::RequeueAfter(ms)) => {
+            Outcome::Action(Action::RequeueAfter(std::time::Duration::from_millis(ms)))
+        }
+        Err(reconciler::Error::Retryable(m)) => Outcome::PluginError {
+            kind: PluginErrorKind::Retryable,
+            message: cap(m),
+        },
+        Err(reconciler::Error::Permanent(m)) => Outcome::PluginError {
+            kind: PluginErrorKind::Permanent,
+            message: cap(m),
+        },
+    }
+}
+
+/// The outcome of a call that ended in an error, using the flags the call recorded: they
+/// say reliably what happened, whatever wrapping the error went through.
+pub fn failure(
+    error: &wasmtime::Error,
+    state: &CallState,
+    printed: &Printed,
+    limits: &Limits,
+) -> Outcome {
+    if state.timed_out {
+        return Outcome::Timeout(Budget::WallClock(limits.deadline));
+    }
+    if matches!(error.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)) {
+        return Outcome::Timeout(Budget::Fuel(limits.fuel.unwrap_or_default()));
+    }
+    if state.limiter.refused_growth.is_some() {
+        return Outcome::OutOfMemory {
+            limit: limits.memory,
+        };
+    }
+    if let Some(kind) = state.host.breach {
+        return Outcome::LimitExceeded(kind);
+    }
+    if let Some(denial) = &state.host.denial {
+        return Outcome::Denied(denial.clone());
+    }
+    trap(error, printed)
+}
+
+fn trap(error: &wasmtime::Error, printed: &Printed) -> Outcome {
+    let mut message = if let Some(e) = error.downcast_ref::<HostCallDuringDescribe>() {
+        e.to_string()
+    } else {
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::StackOverflow) => "wasm stack overflow (unbounded recursion?)".to_owned(),
+            Some(Trap::MemoryOutOfBounds) => {
+                "out-of-bounds memory access (in a Rust guest also the \
+                 end of unbounded recursion that exhausted its shadow stack)"
+                    .to_owned()
+            }
+            Some(Trap::UnreachableCodeReached) => {
+                "unreachable code reached (a Rust panic or abort ends this way)".to_owned()
+            }
+            Some(trap) => trap.to_string(),
+            None => format!("{:#}", error.root_cause()),
+        }
+    };
+    if let Some(line) = printed.last_stderr_line() {
+        message.push_str("; last stderr line: ");
+        message.push_str(wasi::cut(line, 512));
+    }
+    let backtrace = error
+        .downcast_ref::<WasmBacktrace>()
+        .map(|bt| {
+            bt.frames()
+                .iter()
+                .map(|f| {
+                    // `{:#}` drops the hash suffix; non-Rust names pass through unchanged.
+                    let func = f
+                        .func_name()
+                        .map(|n| format!("{:#}", rustc_demangle::demangle(n)))
+                        .unwrap_or_else(|| format!("func[{}]", f.func_index()));
+                    match f.module().name() {
+                        Some(module) => format!("{module}!{func}"),
+                        None => func,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Outcome::Trap { message, backtrace }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requests_are_trimmed_of_server_bookkeeping() {
+        let object = json!({"metadata": {
+            "name": "a",
+            "managedFields": [{"manager": "kubectl"}],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}
+        }});
+        assert_eq!(
+            trimmed(object),
+            json!({"metadata": {"name": "a", "annotations": {"keep": "me"}}})
+        );
+        let only_last_applied = json!({"metadata": {"annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"
+        }}});
+        assert_eq!(trimmed(only_last_applied), json!({"metadata": {}}));
+    }
+}

@@ -1,0 +1,47 @@
+//! `wasmop:plugin/events`: Kubernetes Events on objects the plugin may read. Reason and
+//! action are cut at 128 bytes and the note at 1024, as the WIT promises (and as the
+//! events.k8s.io API would reject longer ones).
+
+use super::wit::events::{Event as WitEvent, EventType as WitEventType, Host};
+use super::wit::types::KubeError;
+use super::{from_wit_ref, ref_len, to_wit_error};
+use crate::cluster::{Event, EventType};
+use crate::plugin::Verb;
+use crate::runtime::call::CallState;
+use crate::runtime::wasi::cut;
+
+/// Longest `reason` and `action` the Events API accepts.
+const SHORT_FIELD_BYTES: usize = 128;
+/// Longest `note` the Events API accepts.
+const NOTE_BYTES: usize = 1024;
+
+impl Host for CallState {
+    async fn emit(&mut self, e: WitEvent) -> wasmtime::Result<Result<(), KubeError>> {
+        let bytes = ref_len(&e.regarding) + e.reason.len() + e.action.len() + e.note.len();
+        let cluster = self.host.begin("events.emit", bytes)?;
+        let regarding = from_wit_ref(e.regarding);
+        if let Err(denied) = self.host.authorize_as(
+            "emit-event",
+            Verb::Get,
+            &regarding.kind.group,
+            &regarding.kind.kind,
+            regarding.namespace.as_deref(),
+        ) {
+            return Ok(Err(to_wit_error(denied)));
+        }
+        let event = Event {
+            regarding,
+            event_type: match e.event_type {
+                WitEventType::Normal => EventType::Normal,
+                WitEventType::Warning => EventType::Warning,
+            },
+            reason: cut(&e.reason, SHORT_FIELD_BYTES).to_owned(),
+            action: cut(&e.action, SHORT_FIELD_BYTES).to_owned(),
+            note: cut(&e.note, NOTE_BYTES).to_owned(),
+        };
+        Ok(cluster
+            .emit_event(event, &self.host.plugin)
+            .await
+            .map_err(to_wit_error))
+    }
+}

@@ -1,0 +1,196 @@
+//! Tests of the `wasmop` binary: `check` output and exit codes for good and bad files, and
+//! `test` with and without `--expect`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn wasmop(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(args)
+        .env("WASMOP_LOG", "error")
+        .output()
+        .expect("wasmop runs")
+}
+
+fn run(args: &[&str]) -> Output {
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    wasmop(&args)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn guest(name: &str) -> String {
+    wasmop_test_guests::component(name).display().to_string()
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/well-behaved")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn check_prints_what_a_plugin_declares() {
+    let out = run(&["check", &guest("well-behaved")]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for expected in [
+        "name:        well-behaved",
+        "version:     0.1.0",
+        "primary:     wasmop.test/v1 Target",
+        "owns:        v1 ConfigMap",
+        "watches:     v1 Namespace (maps by all)",
+        "finalizer:   wasmop.test/cleanup",
+        "permissions: none",
+        "load time:",
+        "(compiled)",
+        "digest:      sha256:",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing `{expected}` in:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains(&format!(
+            "size:        {} bytes",
+            std::fs::metadata(guest("well-behaved"))
+                .expect("file")
+                .len()
+        )));
+}
+
+fn check_fails(path: &str, reason: &str) {
+    let out = run(&["check", path]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains(path),
+        "the message names the file: {stderr}"
+    );
+    assert!(stderr.contains(reason), "expected `{reason}` in: {stderr}");
+}
+
+#[test]
+fn check_names_the_file_and_the_reason_for_bad_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, bytes: &[u8]| -> String {
+        let path: PathBuf = dir.path().join(name);
+        std::fs::write(&path, bytes).expect("write");
+        path.display().to_string()
+    };
+    let healthy = std::fs::read(guest("well-behaved")).expect("guest");
+    check_fails(
+        &write("cut.wasm", &healthy[..healthy.len() / 3]),
+        "truncated WebAssembly file",
+    );
+    check_fails(
+        &write("text.wasm", b"definitely not wasm"),
+        "not a WebAssembly file",
+    );
+    let core = wat::parse_str("(module)").expect("wat");
+    check_fails(
+        &write("core.wasm", &core),
+        "a core WebAssembly module, not a component",
+    );
+    check_fails(&guest("other-world"), "not a wasmop plugin");
+    check_fails(&guest("newer-major"), "built against wasmop:plugin@1.0.0");
+    check_fails(&guest("missing-export"), "export is incomplete");
+    check_fails(&guest("extra-import"), "imports");
+    check_fails(
+        &dir.path().join("absent.wasm").display().to_string(),
+        "cannot read",
+    );
+}
+
+#[test]
+fn test_prints_the_writes_and_matches_the_golden_file() {
+    let args = [
+        "test",
+        &guest("well-behaved"),
+        "--object",
+        &fixture("object.yaml"),
+        "--state",
+        &fixture("state.yaml"),
+        "--config",
+        &fixture("config.yaml"),
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let golden = std::fs::read_to_string(fixture("expected.yaml")).expect("golden");
+    assert_eq!(
+        stdout, golden,
+        "the report is deterministic and matches byte for byte"
+    );
+
+    let mut with_expect = args.to_vec();
+    let expected = fixture("expected.yaml");
+    with_expect.extend(["--expect", &expected]);
+    let out = run(&with_expect);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn test_exits_2_with_a_diff_when_the_golden_file_differs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let golden = std::fs::read_to_string(fixture("expected.yaml")).expect("golden");
+    let wrong = dir.path().join("wrong.yaml");
+    std::fs::write(
+        &wrong,
+        golden.replace("requeueAfterMs: 60000", "requeueAfterMs: 1000"),
+    )
+    .expect("write");
+    let out = run(&[
+        "test",
+        &guest("well-behaved"),
+        "--object",
+        &fixture("object.yaml"),
+        "--state",
+        &fixture("state.yaml"),
+        "--config",
+        &fixture("config.yaml"),
+        "--expect",
+        &wrong.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("-  requeueAfterMs: 1000") && stderr.contains("+  requeueAfterMs: 60000"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn test_exits_3_when_the_plugin_call_fails() {
+    let out = run(&["test", &guest("panic"), "--object", &fixture("object.yaml")]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("result: trap") && stdout.contains("hostile plugin panicked on purpose"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn test_reports_a_bad_object_file_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "kind: Target\nmetadata: {name: x}\n").expect("write");
+    let out = run(&[
+        "test",
+        &guest("well-behaved"),
+        "--object",
+        &bad.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("bad.yaml") && stderr.contains("has no `apiVersion`"),
+        "{stderr}"
+    );
+}

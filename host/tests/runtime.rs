@@ -1,0 +1,627 @@
+//! Runtime tests with real components (built from `tests/hostile/*` and `plugins/*` by
+//! `wasmop-test-guests`) and the in-memory cluster: healthy calls, every hostile plugin's
+//! typed outcome while a healthy plugin keeps working, bad files, the artefact cache, and
+//! the limits that guard host calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use wasmop::cluster::memory::{MemoryCluster, Write};
+use wasmop::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch};
+use wasmop::plugin::PluginName;
+use wasmop::policy::Policy;
+use wasmop::runtime::{
+    Action, AllocatorChoice, Budget, LimitKind, Limits, LoadError, LoadOptions, Outcome, Plugin,
+    PluginErrorKind, Request, Runtime, RuntimeConfig,
+};
+
+/// A short deadline keeps the infinite-loop test quick; nothing asserts on durations.
+fn test_limits() -> Limits {
+    Limits {
+        deadline: Duration::from_secs(3),
+        ..Limits::default()
+    }
+}
+
+fn runtime() -> Runtime {
+    Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(16)
+            .limits(test_limits()),
+    )
+    .expect("runtime starts")
+}
+
+async fn load(rt: &Runtime, guest: &str) -> Plugin {
+    rt.load_file(wasmop_test_guests::component(guest), LoadOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{guest} loads: {:#}", anyhow::Error::from(e)))
+}
+
+async fn load_err(rt: &Runtime, bytes: Vec<u8>) -> String {
+    match rt.load(bytes, LoadOptions::default()).await {
+        Ok(p) => panic!("loaded {:?} but expected a refusal", p.info().name),
+        Err(e) => format!("{:#}", anyhow::Error::from(e)),
+    }
+}
+
+fn target(name: &str, value: &str) -> Value {
+    json!({
+        "apiVersion": "wasmop.test/v1", "kind": "Target",
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"value": value}
+    })
+}
+
+fn seeded(objects: Vec<Value>) -> Arc<MemoryCluster> {
+    let c = Arc::new(MemoryCluster::new());
+    c.seed(objects).expect("seed");
+    c
+}
+
+fn request(object: Value) -> Request {
+    Request::for_object(object).expect("identifiable")
+}
+
+fn mirror_ref(name: &str) -> ObjectRef {
+    ObjectRef::new(
+        GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        Some("default".into()),
+        format!("{name}-mirror"),
+    )
+}
+
+/// One healthy call of `well-behaved`, checked for the writes it must make.
+async fn healthy_call(plugin: &Plugin, name: &str, value: &str) {
+    let object = target(name, value);
+    let cluster = seeded(vec![object.clone()]);
+    let outcome = plugin.reconcile(cluster.clone(), request(object)).await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    let mirror = cluster.object(&mirror_ref(name)).expect("mirror applied");
+    assert_eq!(mirror["data"]["value"], value);
+    let writes = cluster.writes();
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert!(matches!(&writes[2], Write::Event { reason, .. } if reason == "Mirrored"));
+}
+
+fn database(name: &str, port: u16) -> Value {
+    json!({
+        "apiVersion": "demo.wasmop.dev/v1", "kind": "Database",
+        "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {"engine": "postgres", "host": "db.shop.svc", "port": port, "replicas": 2}
+    })
+}
+
+/// One call of the example plugin `database-config`, checked for its ConfigMap and status.
+async fn database_config_call(plugin: &Plugin, name: &str, port: u16) {
+    let object = database(name, port);
+    let cluster = seeded(vec![object.clone()]);
+    let outcome = plugin
+        .reconcile(cluster.clone(), request(object.clone()))
+        .await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    let config_map = ObjectRef::new(
+        GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        Some("shop".into()),
+        format!("{name}-config"),
+    );
+    let config_map = cluster.object(&config_map).expect("ConfigMap applied");
+    assert_eq!(
+        config_map["data"]["url"],
+        format!("postgres://db.shop.svc:{port}")
+    );
+    let stored = cluster
+        .object(&ObjectRef::of(&object).expect("ref"))
+        .expect("database");
+    assert_eq!(stored["status"]["observedGeneration"], 1, "{stored}");
+}
+
+#[tokio::test]
+async fn healthy_plugin_applies_patches_status_and_emits_an_event() {
+    let rt = runtime();
+    let plugin = load(&rt, "well-behaved").await;
+    assert_eq!(plugin.info().name.as_str(), "well-behaved");
+    assert_eq!(
+        plugin.info().finalizer.as_deref(),
+        Some("wasmop.test/cleanup")
+    );
+    healthy_call(&plugin, "a", "42").await;
+}
+
+#[tokio::test]
+async fn settings_reach_the_plugin_through_config_get() {
+    let rt = runtime();
+    let options = LoadOptions {
+        config: json!({"requeueMs": 1500}),
+        ..LoadOptions::default()
+    };
+    let plugin = rt
+        .load_file(wasmop_test_guests::component("well-behaved"), options)
+        .await
+        .expect("loads");
+    let object = target("a", "1");
+    let outcome = plugin
+        .reconcile(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Action(Action::RequeueAfter(Duration::from_millis(1500)))
+    );
+}
+
+#[tokio::test]
+async fn cleanup_runs_the_cleanup_export() {
+    let rt = runtime();
+    let plugin = load(&rt, "well-behaved").await;
+    let object = target("gone", "1");
+    let cluster = seeded(vec![object.clone()]);
+    assert!(
+        plugin
+            .reconcile(cluster.clone(), request(object.clone()))
+            .await
+            .is_success()
+    );
+    assert!(cluster.object(&mirror_ref("gone")).is_some());
+    assert!(
+        plugin
+            .cleanup(cluster.clone(), request(object))
+            .await
+            .is_success()
+    );
+    assert!(cluster.object(&mirror_ref("gone")).is_none());
+}
+
+fn expect_outcome(name: &str, outcome: &Outcome) {
+    let text = outcome.to_string();
+    let ok = match name {
+        "infinite-loop" => {
+            matches!(outcome, Outcome::Timeout(Budget::WallClock(_)))
+                && text.contains("did not finish within its deadline of 3000 ms")
+        }
+        "memory-bomb" => {
+            matches!(outcome, Outcome::OutOfMemory { limit } if *limit == 64 << 20)
+                && text.contains("ran out of memory")
+                && text.contains("64 MiB")
+        }
+        "unbounded-recursion" => {
+            matches!(outcome, Outcome::Trap { .. }) && text.contains("wasm stack overflow")
+        }
+        "panic" => {
+            matches!(outcome, Outcome::Trap { backtrace, .. } if !backtrace.is_empty())
+                && text.contains("hostile plugin panicked on purpose")
+        }
+        "log-flood" => {
+            matches!(outcome, Outcome::LimitExceeded(LimitKind::HostBytes(_)))
+                && text.contains("passed more than 16 MiB to the host")
+        }
+        "host-call-flood" => {
+            matches!(outcome, Outcome::LimitExceeded(LimitKind::HostCalls(1000)))
+                && text.contains("more than 1000 host calls")
+        }
+        "invalid-json" => {
+            matches!(
+                outcome,
+                Outcome::PluginError {
+                    kind: PluginErrorKind::Permanent,
+                    ..
+                }
+            ) && text.contains("not valid JSON")
+        }
+        "oversized-output" => matches!(outcome, Outcome::LimitExceeded(LimitKind::HostBytes(_))),
+        "undeclared-kind" => {
+            matches!(outcome, Outcome::Denied(_))
+                && text.contains("get on core/Secret in namespace `default` is not granted")
+        }
+        other => panic!("no expectation for {other}"),
+    };
+    assert!(
+        ok,
+        "{name} ended in an unexpected outcome: {outcome:?} ({text})"
+    );
+}
+
+const HOSTILE: [&str; 9] = [
+    "infinite-loop",
+    "memory-bomb",
+    "unbounded-recursion",
+    "panic",
+    "log-flood",
+    "host-call-flood",
+    "invalid-json",
+    "oversized-output",
+    "undeclared-kind",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keeps_working() {
+    let rt = runtime();
+    let healthy = load(&rt, "well-behaved").await;
+    let example = load(&rt, "database-config").await;
+    let mut hostile = Vec::new();
+    for name in HOSTILE {
+        let plugin = load(&rt, name).await;
+        let object = target("victim", "1");
+        let cluster = seeded(vec![object.clone()]);
+        hostile.push((
+            name,
+            tokio::spawn(async move { plugin.reconcile(cluster, request(object)).await }),
+        ));
+    }
+    // The healthy plugin keeps producing correct results while the hostile ones run.
+    let mut healthy_calls = 0u32;
+    while hostile.iter().any(|(_, h)| !h.is_finished()) || healthy_calls < 5 {
+        healthy_calls += 1;
+        healthy_call(
+            &healthy,
+            &format!("h{healthy_calls}"),
+            &healthy_calls.to_string(),
+        )
+        .await;
+    }
+    for (name, handle) in hostile {
+        let outcome = handle
+            .await
+            .unwrap_or_else(|e| panic!("{name}'s task failed: {e}"));
+        expect_outcome(name, &outcome);
+    }
+    // And afterwards.
+    healthy_call(&healthy, "after", "done").await;
+    database_config_call(&example, "after", 5432).await;
+}
+
+#[tokio::test]
+async fn fuel_budget_stops_a_spinning_guest() {
+    let limits = Limits {
+        fuel: Some(50_000_000),
+        ..test_limits()
+    };
+    let rt = Runtime::new(RuntimeConfig::default().concurrency(2).limits(limits)).expect("runtime");
+    let plugin = load(&rt, "infinite-loop").await;
+    let object = target("spin", "1");
+    let outcome = plugin
+        .reconcile(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Timeout(Budget::Fuel(50_000_000)),
+        "{outcome}"
+    );
+    assert!(outcome.to_string().contains("fuel budget of 50000000"));
+}
+
+/// A cluster whose reads never answer.
+struct Stuck;
+
+#[async_trait]
+impl Cluster for Stuck {
+    async fn get(&self, _: &ObjectRef) -> Result<Value, ClusterError> {
+        std::future::pending().await
+    }
+    async fn list(
+        &self,
+        _: &GroupVersionKind,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        std::future::pending().await
+    }
+    async fn create(&self, _: Value, _: &PluginName) -> Result<Value, ClusterError> {
+        std::future::pending().await
+    }
+    async fn apply(&self, _: Value, _: &PluginName) -> Result<Value, ClusterError> {
+        std::future::pending().await
+    }
+    async fn patch(
+        &self,
+        _: &ObjectRef,
+        _: Patch<Value>,
+        _: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        std::future::pending().await
+    }
+    async fn patch_status(
+        &self,
+        _: &ObjectRef,
+        _: Patch<Value>,
+        _: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        std::future::pending().await
+    }
+    async fn delete(&self, _: &ObjectRef, _: &PluginName) -> Result<(), ClusterError> {
+        std::future::pending().await
+    }
+    async fn emit_event(&self, _: Event, _: &PluginName) -> Result<(), ClusterError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn deadline_covers_time_spent_in_host_calls() {
+    let limits = Limits {
+        deadline: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let rt = Runtime::new(RuntimeConfig::default().concurrency(2).limits(limits)).expect("runtime");
+    let plugin = load(&rt, "well-behaved").await;
+    let outcome = plugin
+        .reconcile(Arc::new(Stuck), request(target("slow", "1")))
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Timeout(Budget::WallClock(Duration::from_millis(300)))
+    );
+}
+
+#[tokio::test]
+async fn policy_confinement_denies_calls_outside_the_allowed_namespaces() {
+    let rt = runtime();
+    let options = LoadOptions {
+        policy: Policy {
+            namespaces: Some(["elsewhere".to_owned()].into()),
+            ..Policy::default()
+        },
+        ..LoadOptions::default()
+    };
+    let plugin = rt
+        .load_file(wasmop_test_guests::component("well-behaved"), options)
+        .await
+        .expect("loads");
+    let object = target("a", "1");
+    let cluster = seeded(vec![object.clone()]);
+    let outcome = plugin.reconcile(cluster.clone(), request(object)).await;
+    let Outcome::Denied(denial) = &outcome else {
+        panic!("expected a denial, got {outcome}");
+    };
+    assert_eq!(denial.verb, "get");
+    assert!(
+        outcome
+            .to_string()
+            .contains("confines the plugin to namespaces elsewhere"),
+        "{outcome}"
+    );
+    assert!(
+        cluster.writes().is_empty(),
+        "a denied call never reaches the cluster"
+    );
+}
+
+fn bytes_of(guest: &str) -> Vec<u8> {
+    std::fs::read(wasmop_test_guests::component(guest)).expect("guest built")
+}
+
+#[tokio::test]
+async fn bad_files_are_refused_with_the_reason() {
+    let rt = runtime();
+    let healthy = bytes_of("well-behaved");
+
+    let truncated = healthy[..healthy.len() / 2].to_vec();
+    let msg = load_err(&rt, truncated).await;
+    assert!(msg.starts_with("truncated WebAssembly file"), "{msg}");
+
+    // Deterministic noise (a linear congruential generator), no wasm magic.
+    let mut x: u32 = 12345;
+    let noise: Vec<u8> = (0..4096)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (x >> 16) as u8
+        })
+        .collect();
+    let msg = load_err(&rt, noise).await;
+    assert!(msg.contains("not a WebAssembly file"), "{msg}");
+
+    let core = wat::parse_str("(module (func (export \"run\")))").expect("wat");
+    let msg = load_err(&rt, core).await;
+    assert!(
+        msg.contains("a core WebAssembly module, not a component"),
+        "{msg}"
+    );
+
+    let msg = load_err(&rt, bytes_of("other-world")).await;
+    assert!(
+        msg.contains("not a wasmop plugin") && msg.contains("greet"),
+        "{msg}"
+    );
+
+    let msg = load_err(&rt, bytes_of("newer-major")).await;
+    assert!(
+        msg.contains("wasmop:plugin@1.0.0") && msg.contains("wasmop:plugin@0.1.0"),
+        "{msg}"
+    );
+
+    let msg = load_err(&rt, bytes_of("missing-export")).await;
+    assert!(
+        msg.contains("export is incomplete") && msg.contains("cleanup"),
+        "{msg}"
+    );
+
+    let msg = load_err(&rt, bytes_of("extra-import")).await;
+    assert!(msg.contains("imports") && msg.contains("extra"), "{msg}");
+}
+
+#[test]
+fn newer_major_fixture_differs_from_the_contract_only_in_its_version() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let real = std::fs::read_to_string(format!("{root}/wit/plugin.wit")).expect("wit");
+    let copy = std::fs::read_to_string(format!("{root}/tests/hostile/newer-major/wit/plugin.wit"))
+        .expect("copy");
+    let copy: String = copy
+        .lines()
+        .skip_while(|l| l.starts_with("// "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        copy.replace("wasmop:plugin@1.0.0", "wasmop:plugin@0.1.0"),
+        real
+    );
+}
+
+#[tokio::test]
+async fn artefact_cache_hits_misses_and_rebuilds_corrupt_entries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cached_runtime = || {
+        Runtime::new(
+            RuntimeConfig::default()
+                .concurrency(2)
+                .limits(test_limits())
+                .cache_dir(dir.path()),
+        )
+        .expect("runtime")
+    };
+    let first = load(&cached_runtime(), "well-behaved").await;
+    assert!(!first.load_stats().from_cache, "first load compiles");
+    let second = load(&cached_runtime(), "well-behaved").await;
+    assert!(second.load_stats().from_cache, "second load hits the cache");
+    healthy_call(&second, "cached", "7").await;
+
+    // Corrupt every artefact: flip bytes in the middle.
+    let mut corrupted = 0;
+    for engine_dir in std::fs::read_dir(dir.path()).expect("cache dir") {
+        for entry in std::fs::read_dir(engine_dir.expect("entry").path()).expect("engine dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "cwasm") {
+                let mut bytes = std::fs::read(&path).expect("artefact");
+                let mid = bytes.len() / 2;
+                for b in &mut bytes[mid..mid + 64] {
+                    *b ^= 0xff;
+                }
+                std::fs::write(&path, bytes).expect("write");
+                corrupted += 1;
+            }
+        }
+    }
+    assert_eq!(corrupted, 1);
+    let third = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        !third.load_stats().from_cache,
+        "a corrupt entry is ignored and rebuilt"
+    );
+    healthy_call(&third, "rebuilt", "8").await;
+    let fourth = load(&cached_runtime(), "well-behaved").await;
+    assert!(fourth.load_stats().from_cache, "the rebuilt entry is used");
+}
+
+#[tokio::test]
+async fn a_memory_limit_above_the_runtimes_is_refused() {
+    let rt = runtime();
+    let options = LoadOptions {
+        limits: Some(Limits {
+            memory: 1 << 30,
+            ..test_limits()
+        }),
+        ..LoadOptions::default()
+    };
+    let err = rt
+        .load_file(wasmop_test_guests::component("well-behaved"), options)
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, LoadError::Limits(_)), "{err}");
+}
+
+#[tokio::test]
+async fn on_demand_allocator_runs_the_same_calls() {
+    let rt = Runtime::new(
+        RuntimeConfig::default()
+            .allocator(AllocatorChoice::OnDemand)
+            .limits(test_limits()),
+    )
+    .expect("runtime");
+    assert!(matches!(
+        rt.allocator(),
+        wasmop::runtime::AllocatorMode::OnDemand { .. }
+    ));
+    let plugin = load(&rt, "well-behaved").await;
+    healthy_call(&plugin, "od", "3").await;
+}
+
+/// The in-memory cluster, but every read waits a little, so instances stay alive across an
+/// await and many exist at once.
+struct Sluggish(MemoryCluster);
+
+#[async_trait]
+impl Cluster for Sluggish {
+    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.0.get(target).await
+    }
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        ns: Option<&str>,
+        sel: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        self.0.list(kind, ns, sel).await
+    }
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        self.0.create(object, plugin).await
+    }
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        self.0.apply(object, plugin).await
+    }
+    async fn patch(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch(target, patch, plugin).await
+    }
+    async fn patch_status(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch_status(target, patch, plugin).await
+    }
+    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.0.delete(target, plugin).await
+    }
+    async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.0.emit_event(event, plugin).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_pool_size_wait_for_a_free_slot() {
+    let rt = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(test_limits()),
+    )
+    .expect("runtime");
+    let plugin = load(&rt, "well-behaved").await;
+    let calls: Vec<_> = (0..12)
+        .map(|i| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move {
+                let object = target(&format!("c{i}"), "1");
+                let cluster = Sluggish(MemoryCluster::new());
+                cluster.0.seed([object.clone()]).expect("seed");
+                plugin.reconcile(Arc::new(cluster), request(object)).await
+            })
+        })
+        .collect();
+    for call in calls {
+        let outcome = call.await.expect("task");
+        assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    }
+}
+
+#[tokio::test]
+async fn settings_that_are_not_a_json_object_are_refused() {
+    let rt = runtime();
+    let options = LoadOptions {
+        config: json!(["not", "a", "mapping"]),
+        ..LoadOptions::default()
+    };
+    let err = rt
+        .load_file(wasmop_test_guests::component("well-behaved"), options)
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        err.to_string(),
+        "the plugin's settings must be a JSON object, not an array"
+    );
+}

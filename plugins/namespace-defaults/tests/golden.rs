@@ -1,0 +1,9 @@
+//! Golden offline tests: every case in `tests/cases/` (see `plugins/golden_cases.rs`).
+
+#[path = "../../golden_cases.rs"]
+mod golden_cases;
+
+#[test]
+fn golden_cases_match_their_expected_reports() {
+    golden_cases::run_cases("namespace-defaults", env!("CARGO_MANIFEST_DIR"));
+}
