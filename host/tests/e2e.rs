@@ -372,6 +372,10 @@ async fn requeue_after_from_the_plugin_is_honoured() {
     host.stop().await;
 }
 
+/// How long the garbage collector may take to delete a child of a custom resource whose CRD it
+/// had not discovered yet when the child appeared (see the test that uses it).
+const GC_PATIENCE: Duration = Duration::from_secs(360);
+
 const DATABASE_CRD: &str = include_str!("../../plugins/database-config/crd.yaml");
 
 fn databases(env: &TestEnv) -> Api<DynamicObject> {
@@ -471,11 +475,14 @@ async fn database_config_creates_updates_and_garbage_collects_its_configmap() {
         .await
         .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    // kube-controller-manager's garbage collector learns a new CRD only at its next discovery
+    // sync (every 30 s); an owner it met before that is retried with exponential backoff, which
+    // can reach minutes. So this wait is longer than the others.
     env.wait_for(
         &api,
         "orders-config",
         "to be garbage-collected",
-        PATIENCE,
+        GC_PATIENCE,
         |cm| cm.is_none(),
     )
     .await
