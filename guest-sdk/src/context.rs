@@ -92,7 +92,37 @@ impl Event {
 ///
 /// Namespaces are `Option<&str>`: `Some` for namespaced kinds, `None` for cluster-scoped
 /// ones; the SDK checks this before calling the host. Every write returns the object as the
-/// API server stored it.
+/// API server stored it. Errors are [`Error`]s; `?` in `reconcile` turns them into a
+/// retryable or permanent [`ReconcileError`](crate::ReconcileError) as
+/// [`Error::is_retryable`] says.
+///
+/// ```no_run
+/// # // no_run: outside a wasm host every host call panics.
+/// use wasmop_guest::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+/// use wasmop_guest::serde_json::json;
+/// use wasmop_guest::{Context, Event, ReconcileError, Patch};
+///
+/// #[derive(serde::Deserialize, Default)]
+/// #[serde(default, deny_unknown_fields)]
+/// struct Settings {
+///     team: String,
+/// }
+///
+/// fn example(cm: &ConfigMap, ctx: &Context) -> Result<(), ReconcileError> {
+///     let settings: Settings = ctx.config()?;
+///     let ns = Some("apps");
+///     if let Some(secret) = ctx.get::<Secret>(ns, "db-password")? {
+///         wasmop_guest::info!("found {:?}", secret.metadata.name);
+///     }
+///     for old in ctx.list::<ConfigMap>(ns, Some("generation=old"))? {
+///         ctx.delete::<ConfigMap>(ns, old.metadata.name.as_deref().unwrap_or_default())?;
+///     }
+///     let label = Patch::Merge(json!({"metadata": {"labels": {"team": settings.team}}}));
+///     ctx.patch::<ConfigMap>(ns, "settings", &label)?;
+///     ctx.event(cm, Event::normal("Cleaned", "Delete", "removed old ConfigMaps"))?;
+///     Ok(())
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Context {
     target: ObjectRef,

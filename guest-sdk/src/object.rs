@@ -341,7 +341,10 @@ mod tests {
     fn object_ref_requires_a_namespace_exactly_for_namespaced_kinds() {
         assert!(matches!(
             ObjectRef::new::<ConfigMap>(None, "a"),
-            Err(Error::MissingNamespace { kind: "ConfigMap", .. })
+            Err(Error::MissingNamespace {
+                kind: "ConfigMap",
+                ..
+            })
         ));
         assert!(matches!(
             ObjectRef::new::<Namespace>(Some("x"), "a"),

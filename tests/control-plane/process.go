@@ -22,6 +22,10 @@ import (
 // is killed: the apiserver drains its requests and watches, which takes a few seconds at most.
 const stopGrace = 30 * time.Second
 
+// probeInterval is how often readiness is polled: a start takes seconds, so a quarter second
+// adds little to it while keeping the probes too few to load the component.
+const probeInterval = 250 * time.Millisecond
+
 // logTailLines is how much of a failed component's log goes into the error: enough for the
 // fatal message and the few lines that lead to it.
 const logTailLines = 40
@@ -144,9 +148,12 @@ func (c *component) waitReady(ctx context.Context, client *http.Client, url stri
 			}
 			return err
 		case <-ctx.Done():
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("start of %s interrupted", c.name)
+			}
 			return fmt.Errorf("%s was not ready at %s within %s (last answer: %s); last lines of %s:\n%s",
 				c.name, url, timeout, last, c.logPath, c.logTail())
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(probeInterval):
 		}
 	}
 }

@@ -137,17 +137,25 @@ flags:
 	// before the children are stopped.
 	signal.Ignore(syscall.SIGPIPE)
 
+	commands, stdinClosed := make(chan string, commandQueue), make(chan struct{})
+	if !*noStdin {
+		go readCommands(commands, stdinClosed)
+	}
+	ctx, stopWatching := watchStartUp(signals, stdinClosed)
 	err := l.prepare(*dir)
 	for attempt := 1; err == nil; attempt++ {
 		if err = l.assignPorts(); err != nil {
 			break
 		}
-		err = l.startAll()
+		err = l.startAll(ctx)
 		if err == nil || attempt == portAttempts || !errors.Is(err, errPortTaken) {
 			break
 		}
 		l.stopAll()
 		fmt.Fprintf(os.Stderr, "wasmop-control-plane: %v\nretrying with other ports\n", err)
+	}
+	if interrupted := stopWatching(); err == nil && interrupted {
+		err = errors.New("stopped during start-up")
 	}
 	if err != nil {
 		l.stopAll()
@@ -157,23 +165,48 @@ flags:
 	}
 	l.announce()
 
-	commands := make(chan string)
-	if !*noStdin {
-		go readCommands(commands)
-	}
 	code := l.serve(commands, signals)
 	l.stopAll()
 	l.cleanup(*removeOnExit)
 	return code
 }
 
-// readCommands sends each stdin line to commands, and closes it at end of input.
-func readCommands(commands chan<- string) {
+// commandQueue is how many commands may wait while start-up runs: a person may type a few, a
+// program sends none before the ready line.
+const commandQueue = 64
+
+// readCommands sends each stdin line to commands; at end of input it closes closed (which
+// start-up watches) and commands (which serve drains first).
+func readCommands(commands chan<- string, closed chan<- struct{}) {
 	scanner := bufio.NewScanner(os.Stdin)
 	for scanner.Scan() {
 		commands <- scanner.Text()
 	}
+	close(closed)
 	close(commands)
+}
+
+// watchStartUp returns a context that is cancelled when a signal arrives or stdin closes, so a
+// start-up that takes minutes stops at once. stop ends the watch and tells whether it fired.
+func watchStartUp(signals <-chan os.Signal, stdinClosed <-chan struct{}) (ctx context.Context, stop func() bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case sig := <-signals:
+			fmt.Fprintf(os.Stderr, "wasmop-control-plane: stopping on %s\n", sig)
+			cancel()
+		case <-stdinClosed:
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() bool {
+		close(done)
+		<-finished
+		return ctx.Err() != nil
+	}
 }
 
 // serve answers commands until shutdown, end of input, or a signal; it returns the exit code.
@@ -222,7 +255,7 @@ func (l *launcher) handle(words []string) bool {
 	case "stop-apiserver":
 		l.api.stop()
 	case "start-apiserver":
-		err = l.startAPIServer()
+		err = l.startAPIServer(context.Background())
 	case "mint-user":
 		if len(words) < 2 || len(words) > 3 {
 			err = fmt.Errorf("usage: mint-user USER [GROUP,...]")
@@ -397,15 +430,14 @@ func (l *launcher) buildComponents() error {
 
 // startAll starts etcd, the apiserver and the controller-manager in order, each once the one
 // before it is ready.
-func (l *launcher) startAll() error {
-	ctx := context.Background()
+func (l *launcher) startAll(ctx context.Context) error {
 	if err := l.etcd.start(l.self); err != nil {
 		return err
 	}
 	if err := l.etcd.waitReady(ctx, httpClient(nil), l.etcdURL()+"/health", readyTimeout); err != nil {
 		return err
 	}
-	if err := l.startAPIServer(); err != nil {
+	if err := l.startAPIServer(ctx); err != nil {
 		return err
 	}
 	if err := l.kcm.start(l.self); err != nil {
@@ -418,14 +450,14 @@ func (l *launcher) startAll() error {
 	return l.writeState()
 }
 
-func (l *launcher) startAPIServer() error {
+func (l *launcher) startAPIServer(ctx context.Context) error {
 	if l.api.running() {
 		return errors.New("kube-apiserver is already running")
 	}
 	if err := l.api.start(l.self); err != nil {
 		return err
 	}
-	return l.api.waitReady(context.Background(), httpClient(l.apiProbe.config), l.server()+"/readyz", readyTimeout)
+	return l.api.waitReady(ctx, httpClient(l.apiProbe.config), l.server()+"/readyz", readyTimeout)
 }
 
 // stopAll stops the components in the reverse order of their start.

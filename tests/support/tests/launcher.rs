@@ -177,3 +177,28 @@ fn commands_answer_and_bad_commands_are_named() -> TestResult {
     assert!(child.wait()?.success());
     Ok(())
 }
+
+#[test]
+fn closing_stdin_during_start_up_stops_at_once() -> TestResult {
+    let dir = run_dir("eof-at-start");
+    let mut child = Command::new(ControlPlane::binary()?)
+        .args(["up", "--output=json", "--remove-on-exit", "--dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().ok_or("stdout not piped")?).read_line(&mut line)?;
+    let reply: Value = serde_json::from_str(&line)?;
+    assert_eq!(reply["ok"], false, "{reply}");
+    assert!(
+        reply["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("interrupted")),
+        "{reply}"
+    );
+    assert!(!child.wait()?.success());
+    assert!(!dir.exists(), "{} was not removed", dir.display());
+    Ok(())
+}
