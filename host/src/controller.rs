@@ -43,6 +43,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::cluster::{Cluster, ClusterError, ObjectRef};
 use crate::config::PluginSettings;
 use crate::events::EventSink;
+use crate::kubeapi::KubeCluster;
 use crate::kubeapi::discovery::{Resolved, Resolver};
 use crate::metrics::{Metrics, PluginState};
 use crate::orphans::{Entry, Orphans};
@@ -64,8 +65,8 @@ pub struct Shared {
     pub resolver: Resolver,
     /// The shared watches.
     pub watches: Watches,
-    /// The cluster handle plugins' host calls use.
-    pub cluster: Arc<dyn Cluster>,
+    /// The cluster handle plugins' host calls use (scoped per plugin by [`run`]).
+    pub cluster: KubeCluster,
     /// Event writer.
     pub events: Arc<EventSink>,
     /// Metrics.
@@ -83,6 +84,8 @@ pub struct Shared {
 /// What one plugin's reconciles need.
 pub struct PluginCtx {
     plugin: Plugin,
+    /// The cluster as this plugin's host calls see it (confined to its namespaces).
+    cluster: Arc<dyn Cluster>,
     shared: Shared,
     primary: Primary,
     namespaces: Option<std::collections::BTreeSet<String>>,
@@ -243,6 +246,7 @@ pub async fn run(
     };
     let ctx = Arc::new(PluginCtx {
         plugin,
+        cluster: Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
         shared: shared.clone(),
         primary: primary.clone(),
         namespaces: settings.namespaces.clone(),

@@ -280,12 +280,12 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     let resolver = Resolver::new(client.clone());
     let watches = Watches::new(client.clone());
     let events = Arc::new(EventSink::new(client.clone(), metrics.clone()));
-    let cluster = Arc::new(KubeCluster::new(
+    let cluster = KubeCluster::new(
         client.clone(),
         resolver.clone(),
         watches.clone(),
         events.clone(),
-    ));
+    );
     let orphans = Orphans::new(client.clone(), &config.namespace);
     let running: BTreeMap<String, orphans::Entry> = plugins
         .iter()

@@ -11,6 +11,7 @@
 pub mod discovery;
 pub mod errors;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -35,6 +36,9 @@ pub struct KubeCluster {
     resolver: Resolver,
     watches: Watches,
     events: Arc<EventSink>,
+    /// The namespaces of the plugin this handle serves, if it is confined: a list across all
+    /// namespaces then covers only these.
+    scope: Option<BTreeSet<String>>,
 }
 
 impl KubeCluster {
@@ -50,7 +54,64 @@ impl KubeCluster {
             resolver,
             watches,
             events,
+            scope: None,
         }
+    }
+
+    /// The same handle for a plugin confined to `namespaces` (`None`: not confined).
+    #[must_use]
+    pub fn scoped(&self, namespaces: Option<BTreeSet<String>>) -> Self {
+        Self {
+            scope: namespaces,
+            ..self.clone()
+        }
+    }
+
+    /// Lists in one namespace, or in all with `None`: from the cache when one covers it.
+    async fn list_in(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        let parsed = selector(label_selector)?;
+        if let Some(store) = self.watches.cache_for(&resolved.resource, namespace) {
+            let mut out = Vec::new();
+            for obj in store.state() {
+                if namespace.is_some() && obj.metadata.namespace.as_deref() != namespace {
+                    continue;
+                }
+                let labels = obj.metadata.labels.clone().unwrap_or_default();
+                if parsed.as_ref().is_some_and(|s| !s.matches(&labels)) {
+                    continue;
+                }
+                out.push(to_value((*obj).clone())?);
+            }
+            return Ok(out);
+        }
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) if resolved.namespaced => {
+                Api::namespaced_with(self.client.clone(), ns, &resolved.resource)
+            }
+            _ => Api::all_with(self.client.clone(), &resolved.resource),
+        };
+        let mut params = ListParams::default();
+        if let Some(s) = label_selector {
+            params = params.labels(s);
+        }
+        let list = retrying("list", || api.list(&params)).await?;
+        list.items
+            .into_iter()
+            .map(|mut o| {
+                o.types.get_or_insert_with(|| kube::api::TypeMeta {
+                    api_version: resolved.resource.api_version.clone(),
+                    kind: resolved.resource.kind.clone(),
+                });
+                let mut v = to_value(o)?;
+                strip(&mut v);
+                Ok(v)
+            })
+            .collect()
     }
 
     fn api(
@@ -167,44 +228,17 @@ impl Cluster for KubeCluster {
         label_selector: Option<&str>,
     ) -> Result<Vec<Value>, ClusterError> {
         let resolved = self.resolver.resolve(kind).await?;
-        let parsed = selector(label_selector)?;
-        if let Some(store) = self.watches.cache_for(&resolved.resource, namespace) {
-            let mut out = Vec::new();
-            for obj in store.state() {
-                if namespace.is_some() && obj.metadata.namespace.as_deref() != namespace {
-                    continue;
+        match (&self.scope, namespace) {
+            // A confined plugin's list across all namespaces covers its namespaces only.
+            (Some(scope), None) if resolved.namespaced => {
+                let mut out = Vec::new();
+                for ns in scope {
+                    out.extend(self.list_in(&resolved, Some(ns), label_selector).await?);
                 }
-                let labels = obj.metadata.labels.clone().unwrap_or_default();
-                if parsed.as_ref().is_some_and(|s| !s.matches(&labels)) {
-                    continue;
-                }
-                out.push(to_value((*obj).clone())?);
+                Ok(out)
             }
-            return Ok(out);
+            _ => self.list_in(&resolved, namespace, label_selector).await,
         }
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) if resolved.namespaced => {
-                Api::namespaced_with(self.client.clone(), ns, &resolved.resource)
-            }
-            _ => Api::all_with(self.client.clone(), &resolved.resource),
-        };
-        let mut params = ListParams::default();
-        if let Some(s) = label_selector {
-            params = params.labels(s);
-        }
-        let list = retrying("list", || api.list(&params)).await?;
-        list.items
-            .into_iter()
-            .map(|mut o| {
-                o.types.get_or_insert_with(|| kube::api::TypeMeta {
-                    api_version: resolved.resource.api_version.clone(),
-                    kind: resolved.resource.kind.clone(),
-                });
-                let mut v = to_value(o)?;
-                strip(&mut v);
-                Ok(v)
-            })
-            .collect()
     }
 
     async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {

@@ -89,12 +89,7 @@ async fn run(
         (Some(f), true) if has_finalizer(&obj, f) => {
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj)?;
-            (
-                ctx.plugin
-                    .cleanup(ctx.shared.cluster.clone(), request)
-                    .await,
-                true,
-            )
+            (ctx.plugin.cleanup(ctx.cluster.clone(), request).await, true)
         }
         // Being deleted without our finalizer: nothing of ours to do.
         (_, true) => return Ok(Action::await_change()),
@@ -110,18 +105,14 @@ async fn run(
             };
             let request = request(&target, &current)?;
             (
-                ctx.plugin
-                    .reconcile(ctx.shared.cluster.clone(), request)
-                    .await,
+                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
                 false,
             )
         }
         (None, false) => {
             let request = request(&target, &obj)?;
             (
-                ctx.plugin
-                    .reconcile(ctx.shared.cluster.clone(), request)
-                    .await,
+                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
                 false,
             )
         }
