@@ -9,6 +9,9 @@
 //! epoch interruption on, a fresh instance per call), against the same logic as a native
 //! Rust function talking to the same cluster. Also compile time and cached-load time.
 //!
+//! A do-nothing guest (`tests/hostile/noop`) on the same path shows the fixed cost of a
+//! call (store, instance, call, teardown) apart from the guest's own work.
+//!
 //! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000).
 
 use std::collections::BTreeMap;
@@ -78,7 +81,7 @@ impl Cluster for EchoCluster {
 /// objects carry.
 fn database() -> Value {
     let mut annotations = serde_json::Map::new();
-    for i in 0..12 {
+    for i in 0..24 {
         annotations.insert(
             format!("example.com/annotation-{i}"),
             json!(format!("value {i} padding the object to a realistic size")),
@@ -272,7 +275,24 @@ fn main() -> anyhow::Result<()> {
                 native.push(n);
             }
         }
-        let (w, n) = (stats(wasm), stats(native));
+        let noop = runtime
+            .load(
+                std::fs::read(wasmop_test_guests::component("noop"))?,
+                LoadOptions::default(),
+            )
+            .await?;
+        let mut fixed = Vec::with_capacity(calls);
+        for i in 0..(warmup + calls) {
+            let r = request.clone();
+            let t = Instant::now();
+            let outcome = noop.reconcile(cluster.clone(), r).await;
+            let d = t.elapsed();
+            anyhow::ensure!(outcome.is_success(), "{outcome}");
+            if i >= warmup {
+                fixed.push(d);
+            }
+        }
+        let (w, n, f) = (stats(wasm), stats(native), stats(fixed));
         println!(
             "database-config dispatch benchmark: {calls} calls each after {warmup} warm-up calls"
         );
@@ -300,6 +320,11 @@ fn main() -> anyhow::Result<()> {
             "  wasm reconcile:    median {:7.2} µs   p99 {:7.2} µs",
             us(w.median),
             us(w.p99)
+        );
+        println!(
+            "  noop guest call:   median {:7.2} µs   p99 {:7.2} µs  (fixed cost of a call)",
+            us(f.median),
+            us(f.p99)
         );
         println!(
             "  overhead (median): {:7.2} µs   ratio wasm/native {:.2}x",

@@ -148,7 +148,12 @@ pub fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineEr
             Err(e) => try_on_demand(format!("the pooling allocator's probe failed: {e:#}"))?,
         },
     };
-    tracing::info!(allocator = %built.1, "wasm engine ready");
+    match &built.1 {
+        AllocatorMode::OnDemand { .. } if config.allocator == AllocatorChoice::Auto => {
+            tracing::warn!(allocator = %built.1, "wasm engine ready, without the pooling allocator: instantiation is slower");
+        }
+        mode => tracing::info!(allocator = %mode, "wasm engine ready"),
+    }
     Ok(built)
 }
 
