@@ -6,6 +6,7 @@
 //! succeed (without `--expect`).
 
 mod check;
+mod run;
 mod test;
 
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ enum RawCommand {
     Check(check::RawCheck),
     /// Run one reconcile offline against an in-memory cluster and print the writes.
     Test(test::RawTest),
+    /// Run the controller host against a cluster (kubeconfig or in-cluster config).
+    Run(run::RawRun),
 }
 
 /// Options shared by commands that load a plugin.
@@ -50,13 +53,16 @@ pub enum Exit {
 /// Parses the command line, runs the command, and maps the result to an exit code.
 pub fn main() -> ExitCode {
     let raw = Raw::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    // `run` sets up its own logging once its config says which format to use.
+    if !matches!(raw.command, RawCommand::Run(_)) {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -71,6 +77,7 @@ pub fn main() -> ExitCode {
         match raw.command {
             RawCommand::Check(c) => check::run(c).await,
             RawCommand::Test(t) => test::run(t).await,
+            RawCommand::Run(r) => run::run(r).await,
         }
     });
     match result {

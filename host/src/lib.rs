@@ -9,14 +9,31 @@
 //! - [`cluster`] is the only way the runtime reaches Kubernetes: a trait with an in-memory
 //!   implementation for offline runs and tests.
 //! - [`offline`] is the harness behind `wasmop test` and plugin crates' own `cargo test`.
+//! - [`config`] is `wasmop run`'s configuration (file, flags, environment), validated.
+//! - [`source`] reads plugin components; [`host`] wires `wasmop run` together.
+//! - [`watches`] runs one shared watch and cache per kind; [`kubeapi`] is the [`Cluster`]
+//!   backed by the API server and those caches.
+//! - [`controller`] runs one kube-runtime controller per plugin: dispatch, finalizers,
+//!   backoff, generation filter, resync; [`orphans`] releases finalizers of removed plugins.
+//! - [`events`] writes deduplicated, rate-limited Kubernetes Events; [`metrics`] serves
+//!   `/metrics`.
 //! - [`cli`] is the `wasmop` command line.
 
 pub mod cli;
 pub mod cluster;
+pub mod config;
+pub mod controller;
+pub mod events;
+pub mod host;
+pub mod kubeapi;
+pub mod metrics;
 pub mod offline;
+pub mod orphans;
 pub mod plugin;
 pub mod policy;
 pub mod runtime;
+pub mod source;
+pub mod watches;
 
 pub use cluster::{Cluster, ClusterError, ObjectRef};
 pub use plugin::{Digest, PluginName};

@@ -1,0 +1,519 @@
+//! The host configuration: one YAML file ([`raw::RawConfig`], unknown keys refused) overlaid
+//! with flags and `WASMOP_*` environment variables ([`flags::RunArgs`]), then validated into
+//! [`Config`], which is what the rest of the host uses. A bad value is refused at start with
+//! the path of the field that holds it (`plugins.database-config.memory`).
+
+pub mod flags;
+pub mod raw;
+pub mod units;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use self::raw::{RawConfig, RawGrant, RawPluginSettings, RawQuantity};
+use self::units::{UnitError, parse_duration, parse_quantity};
+use crate::plugin::{Permission, PluginName, PluginNameError, Verb};
+use crate::runtime::Limits;
+
+/// 64 calls at once over all plugins: the runtime's pooling allocator is sized for it, and it is
+/// more than a 2-core node can run without reconciles queueing on the CPU anyway.
+pub const DEFAULT_CONCURRENCY: u32 = 64;
+/// 4 reconciles at once per plugin: enough to hide API latency, and one busy plugin cannot take
+/// more than a sixteenth of the global slots.
+pub const DEFAULT_PLUGIN_CONCURRENCY: u16 = 4;
+/// Every object is reconciled again every 10 minutes, as controller-runtime's default sync
+/// period suggests: drift that no watch event reports is repaired within that time.
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
+/// `/metrics` on port 9090 of every interface, where Prometheus' conventions expect it.
+pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9090";
+/// The host's namespace when neither the config nor `POD_NAMESPACE` names one: where
+/// `deploy/` installs it.
+pub const DEFAULT_NAMESPACE: &str = "wasmop-system";
+/// A missing plugin's finalizers are released after 10 minutes: long enough to replace or fix a
+/// plugin, short enough that a namespace deletion is not blocked for long.
+pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(600);
+/// 1 GiB of linear memory is the most a plugin can be given: the pooling allocator reserves
+/// address space for every slot at this size.
+pub const MAX_PLUGIN_MEMORY: u64 = 1 << 30;
+/// 5 minutes is the longest deadline: a reconcile holding a worker longer is a bug, and a
+/// graceful shutdown must not wait for it.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(300);
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// What the operator allows one plugin, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSettings {
+    /// Namespaces the plugin is confined to; `None` means every namespace.
+    pub namespaces: Option<BTreeSet<String>>,
+    /// Permissions granted beyond its primary, owned and watched kinds.
+    pub grants: Vec<Permission>,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Reconciles of this plugin that may run at once.
+    pub concurrency: u16,
+    /// The plugin's own settings (a JSON object).
+    pub config: Value,
+}
+
+/// The validated host configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Directories of `*.wasm` plugin components.
+    pub sources: Vec<PathBuf>,
+    /// Calls that may run at once over all plugins.
+    pub concurrency: u32,
+    /// Periodic resync; `None` disables it.
+    pub resync_period: Option<Duration>,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// Where `/metrics` is served; `None` disables it.
+    pub metrics_address: Option<SocketAddr>,
+    /// Where precompiled artefacts are kept.
+    pub cache_directory: Option<PathBuf>,
+    /// The host's own namespace.
+    pub namespace: String,
+    /// How long a recorded plugin may be missing before its finalizers are released.
+    pub orphaned_finalizer_grace: Duration,
+    /// Kubeconfig to use instead of the inferred one (in-cluster or `KUBECONFIG`).
+    pub kubeconfig: Option<PathBuf>,
+    defaults: PluginSettings,
+    plugins: BTreeMap<PluginName, PluginSettings>,
+}
+
+/// Why the configuration is refused. Each case names the field (as a path into the file) or
+/// the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read the config file {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not YAML of the expected shape (an unknown key, a wrong type).
+    #[error("the config file {} is not a valid wasmop configuration", .path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What serde found, with the line and column.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// A duration or size is malformed.
+    #[error("`{field}` is invalid")]
+    Unit {
+        /// The field's path.
+        field: String,
+        /// Why.
+        #[source]
+        source: UnitError,
+    },
+    /// A plugin name in `plugins` is not a valid plugin name.
+    #[error("`{field}` does not name a plugin")]
+    PluginName {
+        /// The field's path.
+        field: String,
+        /// Why.
+        #[source]
+        source: PluginNameError,
+    },
+    /// A value is out of range or otherwise unusable.
+    #[error("`{field}` is invalid: {problem}")]
+    Value {
+        /// The field's path.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+fn value_error(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Value {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+impl Config {
+    /// Reads and parses `path` without validating it.
+    pub async fn read_raw(path: &Path) -> Result<RawConfig, ConfigError> {
+        let text = tokio::fs::read_to_string(path)
+            .await
+            .map_err(|source| ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+        Self::parse_raw(&text, path)
+    }
+
+    /// Parses YAML text (an empty document is an empty configuration).
+    pub fn parse_raw(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(RawConfig::default());
+        }
+        serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Validates a raw configuration.
+    pub fn from_raw(raw: RawConfig, kubeconfig: Option<PathBuf>) -> Result<Self, ConfigError> {
+        let sources = raw
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if s.directory.is_empty() {
+                    Err(value_error(format!("sources[{i}].directory"), "is empty"))
+                } else {
+                    Ok(PathBuf::from(&s.directory))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+        if concurrency == 0 {
+            return Err(value_error("concurrency", "must be at least 1"));
+        }
+        let resync_period = match raw.resync_period.as_deref() {
+            None => Some(DEFAULT_RESYNC),
+            Some(text) => {
+                let d = parse_duration(text).map_err(|source| ConfigError::Unit {
+                    field: "resyncPeriod".into(),
+                    source,
+                })?;
+                (!d.is_zero()).then_some(d)
+            }
+        };
+        let log_format = match raw.log_format.as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => {
+                return Err(value_error(
+                    "logFormat",
+                    format!("`{other}` is neither `text` nor `json`"),
+                ));
+            }
+        };
+        let metrics_address = match raw.metrics_address.as_deref() {
+            Some("") => None,
+            other => Some(
+                other
+                    .unwrap_or(DEFAULT_METRICS_ADDRESS)
+                    .parse::<SocketAddr>()
+                    .map_err(|e| value_error("metricsAddress", format!("not `host:port`: {e}")))?,
+            ),
+        };
+        let namespace = raw
+            .namespace
+            .clone()
+            .or_else(|| {
+                std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|n| !n.is_empty())
+            })
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+        if PluginName::new(namespace.clone()).is_err() {
+            return Err(value_error(
+                "namespace",
+                format!("`{namespace}` is not a namespace name"),
+            ));
+        }
+        let orphaned_finalizer_grace = match raw.orphaned_finalizer_grace.as_deref() {
+            None => DEFAULT_ORPHAN_GRACE,
+            Some(text) => parse_duration(text).map_err(|source| ConfigError::Unit {
+                field: "orphanedFinalizerGrace".into(),
+                source,
+            })?,
+        };
+        let raw_defaults = raw.defaults.unwrap_or_default();
+        let defaults = settings("defaults", &raw_defaults, &RawPluginSettings::default())?;
+        let mut plugins = BTreeMap::new();
+        for (name, entry) in &raw.plugins {
+            let parsed =
+                PluginName::new(name.clone()).map_err(|source| ConfigError::PluginName {
+                    field: format!("plugins.{name}"),
+                    source,
+                })?;
+            let merged = settings(&format!("plugins.{name}"), entry, &raw_defaults)?;
+            plugins.insert(parsed, merged);
+        }
+        Ok(Self {
+            sources,
+            concurrency,
+            resync_period,
+            log_format,
+            metrics_address,
+            cache_directory: raw.cache_directory.map(PathBuf::from),
+            namespace,
+            orphaned_finalizer_grace,
+            kubeconfig,
+            defaults,
+            plugins,
+        })
+    }
+
+    /// The settings of the plugin named `name`: its own entry, or the defaults.
+    pub fn plugin(&self, name: &PluginName) -> &PluginSettings {
+        self.plugins.get(name).unwrap_or(&self.defaults)
+    }
+
+    /// The plugins that have an entry of their own.
+    pub fn configured_plugins(&self) -> impl Iterator<Item = &PluginName> {
+        self.plugins.keys()
+    }
+
+    /// The largest memory limit of any plugin: the runtime sizes its instance slots by it.
+    pub fn max_memory(&self) -> u64 {
+        self.plugins
+            .values()
+            .chain(std::iter::once(&self.defaults))
+            .map(|s| s.limits.memory)
+            .max()
+            .unwrap_or(self.defaults.limits.memory)
+    }
+}
+
+/// Validates one plugin's settings, field by field falling back to `defaults`.
+fn settings(
+    at: &str,
+    raw: &RawPluginSettings,
+    defaults: &RawPluginSettings,
+) -> Result<PluginSettings, ConfigError> {
+    let mut limits = Limits::default();
+    if let Some(q) = raw.memory.as_ref().or(defaults.memory.as_ref()) {
+        let field = format!("{at}.memory");
+        limits.memory = match q {
+            RawQuantity::Bytes(n) => *n,
+            RawQuantity::Text(t) => parse_quantity(t).map_err(|source| ConfigError::Unit {
+                field: field.clone(),
+                source,
+            })?,
+        };
+        if limits.memory < (1 << 20) || limits.memory > MAX_PLUGIN_MEMORY {
+            return Err(value_error(
+                field,
+                format!("{} bytes is outside 1Mi..=1Gi", limits.memory),
+            ));
+        }
+    }
+    if let Some(t) = raw.deadline.as_ref().or(defaults.deadline.as_ref()) {
+        let field = format!("{at}.deadline");
+        let d = parse_duration(t).map_err(|source| ConfigError::Unit {
+            field: field.clone(),
+            source,
+        })?;
+        if d.is_zero() || d > MAX_DEADLINE {
+            return Err(value_error(field, format!("`{t}` is outside 1ms..=5m")));
+        }
+        limits.deadline = d;
+    }
+    limits.fuel = raw.fuel.or(defaults.fuel);
+    if limits.fuel == Some(0) {
+        return Err(value_error(format!("{at}.fuel"), "must be at least 1"));
+    }
+    let concurrency = raw
+        .concurrency
+        .or(defaults.concurrency)
+        .unwrap_or(DEFAULT_PLUGIN_CONCURRENCY);
+    if concurrency == 0 {
+        return Err(value_error(
+            format!("{at}.concurrency"),
+            "must be at least 1",
+        ));
+    }
+    let namespaces = match raw.namespaces.as_ref().or(defaults.namespaces.as_ref()) {
+        None => None,
+        Some(list) => {
+            if list.is_empty() {
+                return Err(value_error(
+                    format!("{at}.namespaces"),
+                    "is empty; leave it out to allow every namespace",
+                ));
+            }
+            for (i, ns) in list.iter().enumerate() {
+                if PluginName::new(ns.clone()).is_err() {
+                    return Err(value_error(
+                        format!("{at}.namespaces[{i}]"),
+                        format!("`{ns}` is not a namespace name"),
+                    ));
+                }
+            }
+            Some(list.iter().cloned().collect())
+        }
+    };
+    let grants = raw
+        .grants
+        .as_ref()
+        .or(defaults.grants.as_ref())
+        .map(|list| {
+            list.iter()
+                .enumerate()
+                .map(|(i, g)| grant(&format!("{at}.grants[{i}]"), g))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?
+        .unwrap_or_default();
+    let config = raw
+        .config
+        .clone()
+        .or_else(|| defaults.config.clone())
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if !config.is_object() {
+        return Err(value_error(format!("{at}.config"), "must be a mapping"));
+    }
+    Ok(PluginSettings {
+        namespaces,
+        grants,
+        limits,
+        concurrency,
+        config,
+    })
+}
+
+fn grant(at: &str, raw: &RawGrant) -> Result<Permission, ConfigError> {
+    if raw.kind.is_empty() || raw.kind.contains('*') || raw.group.contains('*') {
+        return Err(value_error(
+            format!("{at}.kind"),
+            "must name one kind (wildcards are not accepted)",
+        ));
+    }
+    if raw.verbs.is_empty() {
+        return Err(value_error(format!("{at}.verbs"), "is empty"));
+    }
+    let verbs = raw
+        .verbs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            verb(v).ok_or_else(|| {
+                value_error(
+                    format!("{at}.verbs[{i}]"),
+                    format!(
+                        "`{v}` is not one of get, list, create, patch, apply, delete, patch-status"
+                    ),
+                )
+            })
+        })
+        .collect::<Result<BTreeSet<_>, _>>()?;
+    Ok(Permission {
+        group: raw.group.clone(),
+        kind: raw.kind.clone(),
+        verbs,
+        namespaces: raw.namespaces.clone(),
+    })
+}
+
+fn verb(text: &str) -> Option<Verb> {
+    Some(match text {
+        "get" => Verb::Get,
+        "list" => Verb::List,
+        "create" => Verb::Create,
+        "patch" => Verb::Patch,
+        "apply" => Verb::Apply,
+        "delete" => Verb::Delete,
+        "patch-status" => Verb::PatchStatus,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Result<Config, ConfigError> {
+        let raw = Config::parse_raw(yaml, Path::new("wasmop.yaml"))?;
+        Config::from_raw(raw, None)
+    }
+
+    #[test]
+    fn empty_file_gives_documented_defaults() {
+        let c = parse("").expect("valid");
+        assert_eq!(c.concurrency, DEFAULT_CONCURRENCY);
+        assert_eq!(c.resync_period, Some(DEFAULT_RESYNC));
+        assert_eq!(c.log_format, LogFormat::Text);
+        let any = PluginName::new("anything").expect("name");
+        assert_eq!(c.plugin(&any).concurrency, DEFAULT_PLUGIN_CONCURRENCY);
+        assert_eq!(c.plugin(&any).limits, Limits::default());
+    }
+
+    #[test]
+    fn plugin_entry_overrides_defaults_field_by_field() {
+        let c = parse(
+            "defaults: {memory: 32Mi, deadline: 2s}\n\
+             plugins:\n  database-config:\n    memory: 16Mi\n    concurrency: 2\n    \
+             config: {prefix: db-}\n    grants:\n    - {kind: Secret, verbs: [get], namespaces: [a]}\n",
+        )
+        .expect("valid");
+        let s = c.plugin(&PluginName::new("database-config").expect("name"));
+        assert_eq!(s.limits.memory, 16 << 20);
+        assert_eq!(s.limits.deadline, Duration::from_secs(2));
+        assert_eq!(s.concurrency, 2);
+        assert_eq!(s.config["prefix"], "db-");
+        assert_eq!(s.grants[0].kind, "Secret");
+        assert_eq!(c.max_memory(), 32 << 20);
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_its_name() {
+        let err = parse("plugins:\n  db:\n    memroy: 1Mi\n").expect_err("typo");
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert!(text.contains("memroy"), "{text}");
+    }
+
+    #[test]
+    fn bad_value_names_the_field_path() {
+        let err = parse("plugins:\n  database-config:\n    memory: 12XB\n").expect_err("bad");
+        assert_eq!(
+            err.to_string(),
+            "`plugins.database-config.memory` is invalid"
+        );
+        let err = parse("plugins:\n  database-config:\n    memory: 4Gi\n").expect_err("big");
+        assert!(
+            err.to_string()
+                .starts_with("`plugins.database-config.memory` is invalid")
+        );
+        let err = parse("plugins:\n  x:\n    grants: [{kind: Secret, verbs: [read]}]\n")
+            .expect_err("verb");
+        assert!(
+            err.to_string()
+                .starts_with("`plugins.x.grants[0].verbs[0]`"),
+            "{err}"
+        );
+        let err = parse("plugins:\n  Bad_Name: {}\n").expect_err("name");
+        assert_eq!(err.to_string(), "`plugins.Bad_Name` does not name a plugin");
+        let err = parse("logFormat: xml\n").expect_err("format");
+        assert!(err.to_string().starts_with("`logFormat`"), "{err}");
+    }
+
+    #[test]
+    fn the_documented_example_config_is_valid() {
+        let c = parse(include_str!("../../deploy/config/wasmop.yaml")).expect("valid");
+        let mirror = c.plugin(&PluginName::new("configmap-mirror").expect("name"));
+        assert_eq!(mirror.grants[0].verbs, [Verb::Delete].into());
+        assert_eq!(c.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn zero_resync_disables_it_and_empty_metrics_address_disables_the_server() {
+        let c = parse("resyncPeriod: 0s\nmetricsAddress: \"\"\n").expect("valid");
+        assert_eq!(c.resync_period, None);
+        assert_eq!(c.metrics_address, None);
+    }
+}

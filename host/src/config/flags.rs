@@ -1,0 +1,134 @@
+//! `wasmop run`'s flags and their `WASMOP_*` environment variables. A flag (or its variable)
+//! overrides the same setting in the config file.
+
+use std::path::PathBuf;
+
+use super::raw::{RawConfig, RawSource};
+use super::{Config, ConfigError};
+
+/// Flags of `wasmop run`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunArgs {
+    /// The host configuration file (YAML).
+    #[arg(long, env = "WASMOP_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A directory of `*.wasm` plugins; replaces the file's `sources` (repeatable).
+    #[arg(
+        long = "plugins",
+        env = "WASMOP_PLUGINS",
+        value_name = "DIR",
+        value_delimiter = ','
+    )]
+    pub plugins: Vec<PathBuf>,
+    /// Reconciles that may run at once over all plugins.
+    #[arg(long, env = "WASMOP_CONCURRENCY")]
+    pub concurrency: Option<u32>,
+    /// How often every object is reconciled again (`10m`; `0s` disables it).
+    #[arg(long, env = "WASMOP_RESYNC_PERIOD", value_name = "DURATION")]
+    pub resync_period: Option<String>,
+    /// `text` or `json`.
+    #[arg(long, env = "WASMOP_LOG_FORMAT")]
+    pub log_format: Option<String>,
+    /// Where `/metrics` is served (`host:port`; `""` disables it).
+    #[arg(long, env = "WASMOP_METRICS_ADDRESS", value_name = "ADDR")]
+    pub metrics_address: Option<String>,
+    /// Directory for precompiled plugin artefacts.
+    #[arg(long, env = "WASMOP_CACHE_DIR", value_name = "DIR")]
+    pub cache_directory: Option<PathBuf>,
+    /// The host's own namespace (where it records plugins' finalizers).
+    #[arg(long, env = "WASMOP_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file; without it, the in-cluster config or `KUBECONFIG` is used.
+    #[arg(long, env = "WASMOP_KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// Reads the config file (if any), lays the flags over it and validates the result.
+    pub async fn load(&self) -> Result<Config, ConfigError> {
+        let raw = match &self.config {
+            Some(path) => Config::read_raw(path).await?,
+            None => RawConfig::default(),
+        };
+        Config::from_raw(self.overlay(raw)?, self.kubeconfig.clone())
+    }
+
+    fn overlay(&self, mut raw: RawConfig) -> Result<RawConfig, ConfigError> {
+        if !self.plugins.is_empty() {
+            raw.sources = self
+                .plugins
+                .iter()
+                .map(|dir| {
+                    dir.to_str()
+                        .map(|d| RawSource {
+                            directory: d.to_owned(),
+                        })
+                        .ok_or_else(|| ConfigError::Value {
+                            field: "--plugins".into(),
+                            problem: format!("{} is not UTF-8", dir.display()),
+                        })
+                })
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(n) = self.concurrency {
+            raw.concurrency = Some(n);
+        }
+        if let Some(d) = &self.resync_period {
+            raw.resync_period = Some(d.clone());
+        }
+        if let Some(f) = &self.log_format {
+            raw.log_format = Some(f.clone());
+        }
+        if let Some(a) = &self.metrics_address {
+            raw.metrics_address = Some(a.clone());
+        }
+        if let Some(ns) = &self.namespace {
+            raw.namespace = Some(ns.clone());
+        }
+        if let Some(dir) = &self.cache_directory {
+            raw.cache_directory = Some(dir.to_string_lossy().into_owned());
+        }
+        Ok(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LogFormat;
+
+    #[tokio::test]
+    async fn flags_override_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("wasmop.yaml");
+        tokio::fs::write(
+            &file,
+            "concurrency: 8\nlogFormat: text\nsources: [{directory: /a}]\n",
+        )
+        .await
+        .expect("write");
+        let args = RunArgs {
+            config: Some(file),
+            plugins: vec!["/b".into()],
+            log_format: Some("json".into()),
+            ..RunArgs::default()
+        };
+        let c = args.load().await.expect("valid");
+        assert_eq!(c.concurrency, 8);
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert_eq!(c.sources, vec![PathBuf::from("/b")]);
+    }
+
+    #[tokio::test]
+    async fn missing_file_is_named() {
+        let args = RunArgs {
+            config: Some("/nonexistent/wasmop.yaml".into()),
+            ..RunArgs::default()
+        };
+        let err = args.load().await.expect_err("missing");
+        assert_eq!(
+            err.to_string(),
+            "cannot read the config file /nonexistent/wasmop.yaml"
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! The host configuration file as written: every field optional, unknown keys refused. This is
+//! the `Raw*` form; [`super::Config::from_raw`] validates it into the config the host uses.
+//!
+//! The YAML below shows every field (`deploy/config/wasmop.yaml` is the commented example):
+//!
+//! ```yaml
+//! # Where plugin components come from. Every `*.wasm` file in each directory is loaded at start.
+//! sources:
+//!   - directory: /etc/wasmop/plugins
+//! # Calls that may run at once over all plugins (default 64).
+//! concurrency: 64
+//! # How often every object is reconciled again even if nothing changed (default 10m; 0s = never).
+//! resyncPeriod: 10m
+//! # `text` (default) or `json`.
+//! logFormat: json
+//! # Where `/metrics` is served (default 0.0.0.0:9090; `""` disables it).
+//! metricsAddress: 127.0.0.1:9090
+//! # Directory for precompiled plugin artefacts (default: none, compile at every start).
+//! cacheDirectory: /var/cache/wasmop
+//! # The host's own namespace, where it records plugins' finalizers (default: $POD_NAMESPACE,
+//! # else wasmop-system).
+//! namespace: wasmop-system
+//! # How long a recorded plugin may be missing before its finalizers are released (default 10m).
+//! orphanedFinalizerGrace: 10m
+//! # Settings every plugin gets unless its own entry says otherwise.
+//! defaults:
+//!   memory: 64Mi
+//!   deadline: 10s
+//!   concurrency: 4
+//! # Per plugin, by the name its `describe` returns.
+//! plugins:
+//!   database-config:
+//!     namespaces: [team-a, team-b]   # confine it (default: every namespace)
+//!     grants:                         # permissions beyond its primary/owned/watched kinds
+//!       - group: ""
+//!         kind: Secret
+//!         verbs: [get]
+//!         namespaces: [team-a]        # empty: every namespace it may touch
+//!     memory: 32Mi
+//!     deadline: 5s
+//!     fuel: 100000000
+//!     concurrency: 2
+//!     config: {prefix: db-}           # the plugin's own settings (`config.get`)
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawConfig {
+    /// Where plugins come from.
+    #[serde(default)]
+    pub sources: Vec<RawSource>,
+    /// Global concurrency.
+    pub concurrency: Option<u32>,
+    /// Periodic resync, as a duration (`10m`, `30s`, `0s`).
+    pub resync_period: Option<String>,
+    /// `text` or `json`.
+    pub log_format: Option<String>,
+    /// Address of the metrics server, or `""` for none.
+    pub metrics_address: Option<String>,
+    /// Artefact cache directory.
+    pub cache_directory: Option<String>,
+    /// The host's own namespace.
+    pub namespace: Option<String>,
+    /// Grace period before a missing plugin's finalizers are released.
+    pub orphaned_finalizer_grace: Option<String>,
+    /// Settings for every plugin.
+    pub defaults: Option<RawPluginSettings>,
+    /// Settings per plugin name.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, RawPluginSettings>,
+}
+
+/// One plugin source.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawSource {
+    /// A directory of `*.wasm` components.
+    pub directory: String,
+}
+
+/// Settings of one plugin (or the defaults).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawPluginSettings {
+    /// Namespaces the plugin is confined to.
+    pub namespaces: Option<Vec<String>>,
+    /// Permissions granted beyond its own kinds.
+    pub grants: Option<Vec<RawGrant>>,
+    /// Linear memory per call (`64Mi`, `1Gi`, or bytes).
+    pub memory: Option<RawQuantity>,
+    /// Wall-clock time per call (`10s`, `500ms`).
+    pub deadline: Option<String>,
+    /// Fuel per call.
+    pub fuel: Option<u64>,
+    /// Reconciles of this plugin that may run at once.
+    pub concurrency: Option<u16>,
+    /// The plugin's own settings.
+    pub config: Option<Value>,
+}
+
+/// A quantity written as a number of bytes or with a binary suffix.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum RawQuantity {
+    /// Bytes.
+    Bytes(u64),
+    /// `64Mi` and friends.
+    Text(String),
+}
+
+/// One granted permission.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawGrant {
+    /// API group, `""` for core.
+    #[serde(default)]
+    pub group: String,
+    /// The kind.
+    pub kind: String,
+    /// Verbs: get, list, create, patch, apply, delete, patch-status.
+    pub verbs: Vec<String>,
+    /// Namespaces; empty means every namespace the plugin may touch.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+}

@@ -1,0 +1,398 @@
+//! One kube-runtime `Controller` per plugin (per namespace when the plugin is confined to
+//! namespaces), fed by the shared watches.
+//!
+//! # Guarantees
+//! - Level-triggered: a reconcile gets the object as it is in the cache now, not the change.
+//! - Never the same object twice at once (kube-runtime's scheduler), at most the plugin's
+//!   `concurrency` reconciles of one plugin at once and at most the host's `concurrency` over
+//!   all plugins (a semaphore held for the whole call).
+//! - Errors back off per object ([`backoff`]), exponentially with jitter and a cap; a success
+//!   resets it. A plugin's `requeue-after` is honoured.
+//! - Changes to a primary object that do not bump its generation do not trigger a reconcile
+//!   ([`filter`]) unless the plugin sets `reconcile-on-metadata-change`.
+//! - Every object is reconciled again every resync period.
+//! - A kind that the API server does not serve yet (a missing CRD) makes the plugin wait: it
+//!   reports `waiting-for-kinds` (log, `wasmop_plugin_state`), retries discovery with backoff,
+//!   and starts when the kind appears.
+//!
+//! # Cancellation
+//! When the shutdown signal fires, controllers stop taking new work and wait for running
+//! reconciles to finish.
+
+pub mod backoff;
+pub mod filter;
+pub mod finalizer;
+pub mod mapping;
+pub mod reconcile;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt, future};
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::watcher;
+use tokio::sync::{Semaphore, watch};
+
+use self::backoff::Backoffs;
+use self::filter::GenerationFilter;
+use self::mapping::Primary;
+use crate::cluster::selector::LabelSelector;
+use crate::cluster::{Cluster, ClusterError, ObjectRef};
+use crate::config::PluginSettings;
+use crate::events::EventSink;
+use crate::kubeapi::KubeCluster;
+use crate::kubeapi::discovery::{Resolved, Resolver};
+use crate::metrics::{Metrics, PluginState};
+use crate::orphans::{Entry, Orphans};
+use crate::runtime::Plugin;
+use crate::watches::{Change, WatchKey, Watches};
+
+/// The first wait before discovery is retried for a missing kind.
+const DISCOVERY_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// Discovery is retried at least every 30 s: a CRD installed later is picked up within that,
+/// at the cost of one discovery request per waiting plugin per 30 s.
+const DISCOVERY_RETRY_CAP: Duration = Duration::from_secs(30);
+
+/// What every plugin's controllers share.
+#[derive(Clone)]
+pub struct Shared {
+    /// The host's Kubernetes client.
+    pub client: Client,
+    /// Kind resolution.
+    pub resolver: Resolver,
+    /// The shared watches.
+    pub watches: Watches,
+    /// The cluster handle plugins' host calls use (scoped per plugin by [`run`]).
+    pub cluster: KubeCluster,
+    /// Event writer.
+    pub events: Arc<EventSink>,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// The host-wide concurrency bound.
+    pub global: Arc<Semaphore>,
+    /// Periodic resync, if any.
+    pub resync: Option<Duration>,
+    /// Becomes `true` when the host shuts down.
+    pub shutdown: watch::Receiver<bool>,
+    /// Where plugins' finalizers are recorded.
+    pub orphans: Orphans,
+}
+
+/// What one plugin's reconciles need.
+pub struct PluginCtx {
+    plugin: Plugin,
+    /// The cluster as this plugin's host calls see it (confined to its namespaces).
+    cluster: Arc<dyn Cluster>,
+    shared: Shared,
+    primary: Primary,
+    namespaces: Option<std::collections::BTreeSet<String>>,
+    selector: Option<LabelSelector>,
+    permits: Semaphore,
+    backoffs: Backoffs<ObjectRef>,
+}
+
+impl PluginCtx {
+    /// Whether `obj` is one the plugin may see: inside its namespaces and matching its
+    /// primary selector. (Mappings from other kinds can name objects outside them.)
+    fn in_scope(&self, obj: &DynamicObject) -> bool {
+        if let (Some(allowed), true) = (&self.namespaces, self.primary.namespaced)
+            && !obj
+                .metadata
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| allowed.contains(ns))
+        {
+            return false;
+        }
+        match &self.selector {
+            Some(s) => s.matches(&obj.metadata.labels.clone().unwrap_or_default()),
+            None => true,
+        }
+    }
+
+    fn target_of(&self, obj: &DynamicObject) -> ObjectRef {
+        let r = &self.primary.resource;
+        ObjectRef::new(
+            GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
+            obj.metadata.namespace.clone(),
+            obj.metadata.name.clone().unwrap_or_default(),
+        )
+    }
+
+    fn primary_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace {
+            Some(ns) => {
+                Api::namespaced_with(self.shared.client.clone(), ns, &self.primary.resource)
+            }
+            None => Api::all_with(self.shared.client.clone(), &self.primary.resource),
+        }
+    }
+}
+
+/// Why a plugin's controller cannot be set up (other than a kind that is not served yet,
+/// which is waited for).
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The plugin's primary selector is not a valid label selector.
+    #[error("plugin `{plugin}` declares an invalid primary selector")]
+    Selector {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: crate::cluster::selector::SelectorError,
+    },
+}
+
+/// The error chain of `e` on one line, for log fields.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+struct Kinds {
+    primary: Resolved,
+    owned: Vec<Resolved>,
+    watched: Vec<(Resolved, Option<LabelSelector>, crate::plugin::Mapping)>,
+}
+
+async fn resolve_all(plugin: &Plugin, resolver: &Resolver) -> Result<Kinds, ClusterError> {
+    let info = plugin.info();
+    let primary = resolver.resolve(&info.primary).await?;
+    let mut owned = Vec::new();
+    for k in &info.owns {
+        owned.push(resolver.resolve(k).await?);
+    }
+    let mut watched = Vec::new();
+    for w in &info.watches {
+        let selector = w
+            .selector
+            .as_deref()
+            .map(LabelSelector::parse)
+            .transpose()
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        watched.push((
+            resolver.resolve(&w.kind).await?,
+            selector,
+            w.mapping.clone(),
+        ));
+    }
+    Ok(Kinds {
+        primary,
+        owned,
+        watched,
+    })
+}
+
+/// Waits until every kind of the plugin is served, reporting the wait.
+async fn wait_for_kinds(plugin: &Plugin, shared: &Shared) -> Option<Kinds> {
+    let name = plugin.info().name.as_str();
+    let mut delay = DISCOVERY_RETRY_FIRST;
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        match resolve_all(plugin, &shared.resolver).await {
+            Ok(kinds) => return Some(kinds),
+            Err(error) => {
+                shared
+                    .metrics
+                    .plugin_state(name, PluginState::WaitingForKinds);
+                tracing::warn!(plugin = name, %error, retry_in_s = delay.as_secs(), "plugin waits for its kinds to be served");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    _ = shutdown.wait_for(|stop| *stop) => return None,
+                }
+                delay = (delay * 2).min(DISCOVERY_RETRY_CAP);
+            }
+        }
+    }
+}
+
+/// Runs `plugin` until the host shuts down.
+pub async fn run(
+    plugin: Plugin,
+    settings: PluginSettings,
+    shared: Shared,
+) -> Result<(), ControllerError> {
+    let info = plugin.info().clone();
+    let name = info.name.to_string();
+    let selector = info
+        .primary_selector
+        .as_deref()
+        .map(LabelSelector::parse)
+        .transpose()
+        .map_err(|source| ControllerError::Selector {
+            plugin: name.clone(),
+            source,
+        })?;
+    let Some(kinds) = wait_for_kinds(&plugin, &shared).await else {
+        return Ok(());
+    };
+    let primary = Primary {
+        resource: kinds.primary.resource.clone(),
+        namespaced: kinds.primary.namespaced,
+    };
+    let scopes: Vec<Option<String>> = match &settings.namespaces {
+        Some(set) => set.iter().cloned().map(Some).collect(),
+        None => vec![None],
+    };
+    let ctx = Arc::new(PluginCtx {
+        plugin,
+        cluster: Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
+        shared: shared.clone(),
+        primary: primary.clone(),
+        namespaces: settings.namespaces.clone(),
+        selector,
+        permits: Semaphore::new(usize::from(settings.concurrency)),
+        backoffs: Backoffs::default(),
+    });
+    if let Some(entry) = finalizer_entry(ctx.plugin.info(), &settings) {
+        // Without the record the orphan rule cannot release this finalizer if the plugin is
+        // removed later; the plugin still runs, and the failure is logged.
+        if let Err(error) = shared.orphans.record(&info.name, &entry).await {
+            tracing::error!(plugin = %name, error = %chain(&error), "cannot record the plugin's finalizer");
+        }
+    }
+    shared.metrics.plugin_state(&name, PluginState::Running);
+    tracing::info!(
+        plugin = %name,
+        primary = %format!("{}/{}", primary.resource.api_version, primary.resource.kind),
+        owns = kinds.owned.len(),
+        watches = kinds.watched.len(),
+        "plugin controller starting"
+    );
+    // A cluster-scoped primary kind has one controller; a namespaced one has one per scope.
+    let controller_scopes = if primary.namespaced {
+        scopes.clone()
+    } else {
+        vec![None]
+    };
+    let runs = controller_scopes.into_iter().map(|scope| {
+        let ctx = ctx.clone();
+        let shared = shared.clone();
+        let kinds_scope = |k: &Resolved| -> Vec<Option<String>> {
+            if !k.namespaced {
+                vec![None]
+            } else if scope.is_some() {
+                vec![scope.clone()]
+            } else {
+                scopes.clone()
+            }
+        };
+        let primary_watch = shared.watches.watch(WatchKey {
+            resource: kinds.primary.resource.clone(),
+            namespace: if primary.namespaced { scope.clone() } else { None },
+        });
+        let store = primary_watch.store();
+        let mut gen_filter = GenerationFilter::default();
+        let every_change = info.reconcile_on_metadata_change;
+        let scoped = ctx.clone();
+        let primary_stream = primary_watch.subscribe().filter_map(move |change| {
+            let admit = match &change {
+                Change::Deleted(obj) => {
+                    gen_filter.forget(obj);
+                    false
+                }
+                Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(obj)),
+            };
+            let out = admit.then(|| Ok::<_, watcher::Error>((**change.object()).clone()));
+            future::ready(out)
+        });
+        let mut controller = Controller::for_stream_with(primary_stream, store.clone(), primary.resource.clone())
+            .with_config(ControllerConfig::default().concurrency(settings.concurrency));
+        for owned in &kinds.owned {
+            let p = primary.clone();
+            let stream = merged(&shared, owned, kinds_scope(owned), None);
+            controller = controller.watches_stream_with(stream, move |child: DynamicObject| p.owners_of(&child), owned.resource.clone());
+        }
+        for (kind, selector, mapping) in &kinds.watched {
+            let p = primary.clone();
+            let mapping = mapping.clone();
+            let primaries = store.clone();
+            let stream = merged(&shared, kind, kinds_scope(kind), selector.clone());
+            controller = controller.watches_stream_with(
+                stream,
+                move |other: DynamicObject| p.mapped(&mapping, &other, &primaries),
+                kind.resource.clone(),
+            );
+        }
+        if let Some(period) = shared.resync {
+            let ticks = futures::stream::unfold(tokio::time::interval_at(tokio::time::Instant::now() + period, period), |mut i| async move {
+                i.tick().await;
+                Some(((), i))
+            });
+            controller = controller.reconcile_all_on(ticks);
+        }
+        let mut shutdown = shared.shutdown.clone();
+        controller = controller.graceful_shutdown_on(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        });
+        let plugin_name = name.clone();
+        async move {
+            let mut shutdown = shared.shutdown.clone();
+            tokio::select! {
+                () = primary_watch.ready() => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+            controller
+                .run(reconcile::reconcile, reconcile::error_policy, ctx)
+                .for_each(|result| {
+                    if let Err(error) = result {
+                        tracing::debug!(plugin = %plugin_name, error = %chain(&error), "controller");
+                    }
+                    future::ready(())
+                })
+                .await;
+        }
+    });
+    future::join_all(runs).await;
+    tracing::info!(plugin = %name, "plugin controller stopped");
+    Ok(())
+}
+
+/// The finalizer record entry of a plugin that declares a finalizer.
+pub fn finalizer_entry(
+    info: &crate::plugin::PluginInfo,
+    settings: &PluginSettings,
+) -> Option<Entry> {
+    info.finalizer.as_ref().map(|f| Entry {
+        api_version: info.primary.api_version(),
+        kind: info.primary.kind.clone(),
+        finalizer: f.clone(),
+        namespaces: settings.namespaces.clone(),
+    })
+}
+
+/// The changes of `kind` in each of `scopes`, filtered by `selector`, as one trigger stream.
+fn merged(
+    shared: &Shared,
+    kind: &Resolved,
+    scopes: Vec<Option<String>>,
+    selector: Option<LabelSelector>,
+) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+    let streams = scopes.into_iter().map(|ns| {
+        shared
+            .watches
+            .watch(WatchKey {
+                resource: kind.resource.clone(),
+                namespace: ns,
+            })
+            .subscribe()
+            .boxed()
+    });
+    futures::stream::select_all(streams).filter_map(move |change| {
+        let obj = change.object();
+        let keep = selector
+            .as_ref()
+            .is_none_or(|s| s.matches(&obj.metadata.labels.clone().unwrap_or_default()));
+        future::ready(keep.then(|| Ok((**obj).clone())))
+    })
+}

@@ -1,0 +1,107 @@
+//! Adding and removing a plugin's finalizer on a primary object.
+//!
+//! Both are JSON patches that first `test` the current finalizer list (or the entry being
+//! removed), so a concurrent change by someone else fails the patch (HTTP 422) instead of being
+//! overwritten; the reconcile is then retried with backoff against the fresh object.
+//!
+//! # Objects whose plugin was removed
+//! A finalizer is only ever removed by the plugin that added it, after `cleanup` succeeded —
+//! with one exception that keeps a namespace from being stuck forever: when a plugin is no
+//! longer loaded, [`crate::orphans`] releases its finalizer from objects that are being deleted
+//! (see there for the rule).
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+
+use crate::plugin::PluginName;
+
+/// Why a finalizer could not be added or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum FinalizerError {
+    /// The patch could not be built (a host bug).
+    #[error("cannot build the finalizer patch")]
+    Build(#[source] serde_json::Error),
+    /// The API server refused the patch (a concurrent change, RBAC, or unavailability).
+    #[error("cannot {verb} finalizer `{finalizer}`")]
+    Patch {
+        /// `add` or `remove`.
+        verb: &'static str,
+        /// The finalizer.
+        finalizer: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn params(plugin: &PluginName) -> PatchParams {
+    PatchParams {
+        field_manager: Some(plugin.field_manager()),
+        ..PatchParams::default()
+    }
+}
+
+/// Adds `finalizer` to `obj`, returning the object as stored.
+pub async fn add(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    finalizer: &str,
+    plugin: &PluginName,
+) -> Result<DynamicObject, FinalizerError> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let ops = match &obj.metadata.finalizers {
+        None => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+        ]),
+        Some(current) => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+        ]),
+    };
+    let patch: json_patch::Patch = serde_json::from_value(ops).map_err(FinalizerError::Build)?;
+    api.patch(&name, &params(plugin), &Patch::<()>::Json(patch))
+        .await
+        .map_err(|source| FinalizerError::Patch {
+            verb: "add",
+            finalizer: finalizer.to_owned(),
+            source,
+        })
+}
+
+/// Removes `finalizer` from `obj`. Gone already (object or finalizer) is success.
+pub async fn remove(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    finalizer: &str,
+    plugin: &PluginName,
+) -> Result<(), FinalizerError> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let Some(index) = obj
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .position(|f| f == finalizer)
+    else {
+        return Ok(());
+    };
+    let path = format!("/metadata/finalizers/{index}");
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": path, "value": finalizer},
+        {"op": "remove", "path": path},
+    ]))
+    .map_err(FinalizerError::Build)?;
+    match api
+        .patch(&name, &params(plugin), &Patch::<()>::Json(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(FinalizerError::Patch {
+            verb: "remove",
+            finalizer: finalizer.to_owned(),
+            source,
+        }),
+    }
+}

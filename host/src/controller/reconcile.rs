@@ -1,0 +1,249 @@
+//! One reconcile of one primary object: scope check, finalizer handling, the plugin call, and
+//! turning its [`Outcome`] into the next step (requeue, backoff, Event, metric, log).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::DynamicObject;
+use kube::runtime::controller::Action;
+use tracing::Instrument;
+
+use super::PluginCtx;
+use super::finalizer::{self, FinalizerError};
+use crate::cluster::{EventType, ObjectRef};
+use crate::events::Record;
+use crate::runtime::{self, Outcome, PluginErrorKind, Request};
+
+/// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The object could not be encoded as JSON for the plugin.
+    #[error("cannot encode {target} for the plugin")]
+    Encode {
+        /// The object (boxed to keep the error small).
+        target: Box<ObjectRef>,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Adding or removing the finalizer failed.
+    #[error("finalizer handling failed for {target}")]
+    Finalizer {
+        /// The object (boxed to keep the error small).
+        target: Box<ObjectRef>,
+        /// Why (boxed: kube errors are large, and this is the cold path).
+        #[source]
+        source: Box<FinalizerError>,
+    },
+}
+
+impl ReconcileError {
+    /// The object concerned.
+    pub fn target(&self) -> &ObjectRef {
+        match self {
+            ReconcileError::Encode { target, .. } | ReconcileError::Finalizer { target, .. } => {
+                target
+            }
+        }
+    }
+}
+
+/// The entry point the kube-runtime `Controller` calls.
+pub async fn reconcile(
+    obj: Arc<DynamicObject>,
+    ctx: Arc<PluginCtx>,
+) -> Result<Action, ReconcileError> {
+    if !ctx.in_scope(&obj) {
+        return Ok(Action::await_change());
+    }
+    let target = ctx.target_of(&obj);
+    let span = tracing::info_span!(
+        "reconcile",
+        plugin = %ctx.plugin.info().name,
+        object.ref = %target,
+        plugin.digest = %ctx.plugin.digest().short(),
+    );
+    run(obj, target, ctx).instrument(span).await
+}
+
+async fn run(
+    obj: Arc<DynamicObject>,
+    target: ObjectRef,
+    ctx: Arc<PluginCtx>,
+) -> Result<Action, ReconcileError> {
+    // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
+    // whole call so the host-wide bound covers host calls too.
+    let _global = ctx.shared.global.acquire().await.ok();
+    let _own = ctx.permits.acquire().await.ok();
+    let info = ctx.plugin.info();
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let has_finalizer =
+        |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
+    let api = ctx.primary_api(target.namespace.as_deref());
+    let finalizer_error = |source| ReconcileError::Finalizer {
+        target: Box::new(target.clone()),
+        source: Box::new(source),
+    };
+
+    let (outcome, cleanup) = match (&info.finalizer, deleting) {
+        (Some(f), true) if has_finalizer(&obj, f) => {
+            tracing::info!("object is being deleted; calling cleanup");
+            let request = request(&target, &obj)?;
+            (ctx.plugin.cleanup(ctx.cluster.clone(), request).await, true)
+        }
+        // Being deleted without our finalizer: nothing of ours to do.
+        (_, true) => return Ok(Action::await_change()),
+        (Some(f), false) => {
+            let current = if has_finalizer(&obj, f) {
+                obj.clone()
+            } else {
+                let added = finalizer::add(&api, &obj, f, &info.name)
+                    .await
+                    .map_err(finalizer_error)?;
+                tracing::debug!(finalizer = %f, "finalizer added");
+                Arc::new(added)
+            };
+            let request = request(&target, &current)?;
+            (
+                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
+                false,
+            )
+        }
+        (None, false) => {
+            let request = request(&target, &obj)?;
+            (
+                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
+                false,
+            )
+        }
+    };
+
+    if cleanup
+        && outcome == Outcome::Action(runtime::Action::Done)
+        && let Some(f) = &info.finalizer
+    {
+        finalizer::remove(&api, &obj, f, &info.name)
+            .await
+            .map_err(finalizer_error)?;
+        tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
+    }
+    Ok(settle(&ctx, &obj, &target, outcome, cleanup).await)
+}
+
+fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
+    let object = serde_json::to_value(obj).map_err(|source| ReconcileError::Encode {
+        target: Box::new(target.clone()),
+        source,
+    })?;
+    Ok(Request {
+        target: target.clone(),
+        object,
+    })
+}
+
+/// Maps an outcome onto the next step, and reports failures.
+async fn settle(
+    ctx: &PluginCtx,
+    obj: &DynamicObject,
+    target: &ObjectRef,
+    outcome: Outcome,
+    cleanup: bool,
+) -> Action {
+    let plugin = ctx.plugin.info().name.as_str();
+    ctx.shared
+        .metrics
+        .reconciled(plugin, outcome.label(), outcome.is_success());
+    let entry = if cleanup { "cleanup" } else { "reconcile" };
+    match &outcome {
+        Outcome::Action(action) => {
+            ctx.backoffs.succeeded(target);
+            tracing::info!(outcome = %outcome, "{entry} succeeded");
+            return match action {
+                runtime::Action::Done => Action::await_change(),
+                runtime::Action::RequeueAfter(d) => Action::requeue(*d),
+            };
+        }
+        Outcome::PluginError {
+            kind: PluginErrorKind::Permanent,
+            ..
+        } => {
+            ctx.backoffs.succeeded(target);
+            tracing::warn!(outcome = %outcome, "{entry} failed permanently; waiting for the object to change");
+            report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await;
+            return Action::await_change();
+        }
+        Outcome::Denied(denial) => {
+            ctx.shared.metrics.denied(plugin, &denial.verb);
+            report(ctx, obj, target, "HostCallDenied", entry, &outcome).await;
+        }
+        Outcome::PluginError { .. } => {
+            report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await
+        }
+        _ => report(ctx, obj, target, "PluginFailed", entry, &outcome).await,
+    }
+    let (delay, failures) = ctx.backoffs.failed(target);
+    tracing::warn!(
+        outcome = %outcome,
+        failures,
+        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        "{entry} failed; retrying with backoff"
+    );
+    Action::requeue(delay)
+}
+
+async fn report(
+    ctx: &PluginCtx,
+    obj: &DynamicObject,
+    target: &ObjectRef,
+    reason: &str,
+    entry: &str,
+    outcome: &Outcome,
+) {
+    let record = Record {
+        regarding: reference(obj, target),
+        event_type: EventType::Warning,
+        reason: reason.to_owned(),
+        action: if entry == "cleanup" {
+            "Cleanup"
+        } else {
+            "Reconcile"
+        }
+        .to_owned(),
+        note: outcome.to_string(),
+    };
+    let plugin = ctx.plugin.info().name.as_str();
+    if let Err(error) = ctx.shared.events.publish(plugin, record).await {
+        tracing::warn!(%error, reason, "cannot write the Event");
+    }
+}
+
+/// The Event reference of a primary object.
+pub fn reference(obj: &DynamicObject, target: &ObjectRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(target.api_version()),
+        kind: Some(target.kind.kind.clone()),
+        namespace: target.namespace.clone(),
+        name: Some(target.name.clone()),
+        uid: obj.metadata.uid.clone(),
+        resource_version: obj.metadata.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// What the controller does when [`reconcile`] itself failed: retry with the object's backoff.
+pub fn error_policy(
+    _obj: Arc<DynamicObject>,
+    error: &ReconcileError,
+    ctx: Arc<PluginCtx>,
+) -> Action {
+    let (delay, failures) = ctx.backoffs.failed(error.target());
+    tracing::warn!(
+        plugin = %ctx.plugin.info().name,
+        object.ref = %error.target(),
+        error = %crate::controller::chain(error),
+        failures,
+        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        "reconcile failed in the host; retrying with backoff"
+    );
+    Action::requeue(delay)
+}

@@ -1,0 +1,443 @@
+//! `wasmop run`: wires the configuration, the Kubernetes client, the runtime, the shared
+//! watches and one controller per plugin together, and runs until SIGINT/SIGTERM.
+//!
+//! # Guarantees
+//! - A plugin that cannot be read or loaded, or that asks for permissions the host config
+//!   does not grant, is reported (log line) and left out; the other plugins run.
+//! - Two components declaring the same plugin name: the first (in source order) runs, the
+//!   second is refused.
+//!
+//! # Errors
+//! Start-up fails only when the host itself cannot run: no Kubernetes client, the metrics
+//! address cannot be bound, the runtime cannot start.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::sync::{Semaphore, watch};
+
+use crate::config::{Config, PluginSettings};
+use crate::controller::{self, Shared};
+use crate::events::EventSink;
+use crate::kubeapi::KubeCluster;
+use crate::kubeapi::discovery::Resolver;
+use crate::metrics::{self, Metrics};
+use crate::orphans::{self, Orphans};
+use crate::plugin::{Permission, PluginInfo, PluginName, Verb};
+use crate::policy::{ExtraPermissions, Grants, Policy, kind_label};
+use crate::runtime::{LoadOptions, Plugin, Runtime, RuntimeConfig};
+use crate::source;
+use crate::watches::Watches;
+
+/// Running reconciles get this long to finish after a shutdown signal.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Why the host cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The kubeconfig file cannot be read.
+    #[error("cannot read the kubeconfig {}", .path.display())]
+    Kubeconfig {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No Kubernetes client could be configured.
+    #[error("cannot configure a Kubernetes client")]
+    Client(#[source] kube::Error),
+    /// The client configuration was refused.
+    #[error("cannot configure a Kubernetes client")]
+    ClientConfig(#[source] kube::config::KubeconfigError),
+    /// The metrics address cannot be bound.
+    #[error("cannot serve metrics on {address}")]
+    Metrics {
+        /// The address.
+        address: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The plugin runtime cannot start.
+    #[error("cannot start the plugin runtime")]
+    Runtime(#[source] crate::runtime::RuntimeError),
+    /// Waiting for a shutdown signal failed.
+    #[error("cannot listen for shutdown signals")]
+    Signal(#[source] std::io::Error),
+}
+
+/// Why one plugin was left out.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginRefused {
+    /// The host config does not grant a permission the plugin asks for.
+    #[error(
+        "plugin `{plugin}` asks for {verbs} on {kind}{where_}, which the host config does not \
+         grant; grant it under `plugins.{plugin}.grants`"
+    )]
+    NotGranted {
+        /// The plugin.
+        plugin: PluginName,
+        /// `group/Kind`.
+        kind: String,
+        /// Verbs not granted.
+        verbs: String,
+        /// ` in namespace x` or empty.
+        where_: String,
+    },
+    /// Another component already declared this plugin name.
+    #[error("plugin `{plugin}` from {} is refused: {} already declares that name", .path.display(), .first.display())]
+    Duplicate {
+        /// The name.
+        plugin: PluginName,
+        /// The refused component.
+        path: std::path::PathBuf,
+        /// The component that runs.
+        first: std::path::PathBuf,
+    },
+}
+
+/// Checks the permissions a plugin asks for (beyond its kinds) against the operator's grants:
+/// each asked verb must be granted for the same kind, in every namespace it asks for.
+pub fn check_grants(info: &PluginInfo, settings: &PluginSettings) -> Result<(), PluginRefused> {
+    // What the plugin's own kinds imply needs no grant (a plugin may restate it).
+    let implied = Grants::new(
+        &PluginInfo {
+            permissions: Vec::new(),
+            ..info.clone()
+        },
+        &Policy::default(),
+    )
+    .ok();
+    for asked in &info.permissions {
+        let grants: Vec<&Permission> = settings
+            .grants
+            .iter()
+            .filter(|g| g.group == asked.group && g.kind == asked.kind)
+            .collect();
+        let covers = |verb: Verb, ns: Option<&String>| {
+            grants.iter().any(|g| {
+                g.verbs.contains(&verb)
+                    && (g.namespaces.is_empty() || ns.is_some_and(|ns| g.namespaces.contains(ns)))
+            })
+        };
+        let namespaces: Vec<Option<&String>> = if asked.namespaces.is_empty() {
+            vec![None]
+        } else {
+            asked.namespaces.iter().map(Some).collect()
+        };
+        for ns in namespaces {
+            let is_implied = |verb: Verb| {
+                implied.as_ref().is_some_and(|g| {
+                    g.check(verb, &asked.group, &asked.kind, ns.map(String::as_str))
+                        .is_ok()
+                })
+            };
+            let missing: Vec<String> = asked
+                .verbs
+                .iter()
+                .filter(|v| !is_implied(**v) && !covers(**v, ns))
+                .map(Verb::to_string)
+                .collect();
+            if !missing.is_empty() {
+                return Err(PluginRefused::NotGranted {
+                    plugin: info.name.clone(),
+                    kind: kind_label(&asked.group, &asked.kind),
+                    verbs: missing.join(", "),
+                    where_: ns
+                        .map(|n| format!(" in namespace `{n}`"))
+                        .unwrap_or_default(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A Kubernetes client from the configured kubeconfig, or the inferred one (in-cluster,
+/// then `KUBECONFIG`/`~/.kube/config`).
+pub async fn client(config: &Config) -> Result<Client, HostError> {
+    match &config.kubeconfig {
+        Some(path) => {
+            let kubeconfig =
+                Kubeconfig::read_from(path).map_err(|source| HostError::Kubeconfig {
+                    path: path.clone(),
+                    source,
+                })?;
+            let cfg =
+                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                    .await
+                    .map_err(HostError::ClientConfig)?;
+            Client::try_from(cfg).map_err(HostError::Client)
+        }
+        None => Client::try_default().await.map_err(HostError::Client),
+    }
+}
+
+/// Loads every plugin the sources hold, leaving out (and logging) those that fail.
+pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, PluginSettings)> {
+    let mut loaded: BTreeMap<PluginName, (Plugin, PluginSettings, std::path::PathBuf)> =
+        BTreeMap::new();
+    for dir in &config.sources {
+        let components = match source::read_directory(dir).await {
+            Ok(c) => c,
+            Err(error) => {
+                tracing::error!(error = %controller::chain(&error), "plugin source skipped");
+                continue;
+            }
+        };
+        for component in components {
+            let path = component.path.clone();
+            // The settings depend on the name, which only `describe` tells: load with the
+            // defaults' limits first, then reload with the plugin's own if they differ.
+            let probe = match runtime
+                .load(component.bytes.clone(), LoadOptions::default())
+                .await
+            {
+                Ok(p) => p,
+                Err(error) => {
+                    tracing::error!(path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
+                    continue;
+                }
+            };
+            let name = probe.info().name.clone();
+            if let Some((_, _, first)) = loaded.get(&name) {
+                let error = PluginRefused::Duplicate {
+                    plugin: name,
+                    path,
+                    first: first.clone(),
+                };
+                tracing::error!(error = %error, "plugin not loaded");
+                continue;
+            }
+            let settings = config.plugin(&name).clone();
+            if let Err(error) = check_grants(probe.info(), &settings) {
+                tracing::error!(path = %path.display(), error = %error, "plugin not loaded");
+                continue;
+            }
+            let options = LoadOptions {
+                policy: Policy {
+                    namespaces: settings.namespaces.clone(),
+                    extra_permissions: ExtraPermissions::Grant,
+                },
+                config: settings.config.clone(),
+                limits: Some(settings.limits.clone()),
+            };
+            match runtime.load(component.bytes, options).await {
+                Ok(plugin) => {
+                    tracing::info!(
+                        plugin = %name,
+                        version = %plugin.info().version,
+                        digest = %plugin.digest().short(),
+                        path = %path.display(),
+                        "plugin loaded"
+                    );
+                    loaded.insert(name, (plugin, settings, path));
+                }
+                Err(error) => {
+                    tracing::error!(plugin = %name, path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
+                }
+            }
+        }
+    }
+    for name in config.configured_plugins() {
+        if !loaded.contains_key(name) {
+            tracing::warn!(plugin = %name, "the host config has settings for plugin `{name}`, but no source provides it");
+        }
+    }
+    loaded.into_values().map(|(p, s, _)| (p, s)).collect()
+}
+
+/// Runs the host until SIGINT or SIGTERM.
+pub async fn run(config: Config) -> Result<(), HostError> {
+    let client = client(&config).await?;
+    let metrics = Metrics::new();
+    if let Some(address) = config.metrics_address {
+        let listener = metrics::bind(address)
+            .await
+            .map_err(|source| HostError::Metrics { address, source })?;
+        let bound = listener.local_addr().unwrap_or(address);
+        tracing::info!(address = %bound, "serving /metrics");
+        tokio::spawn(metrics.clone().serve(listener));
+    }
+    let limits = crate::runtime::Limits {
+        memory: config.max_memory(),
+        ..crate::runtime::Limits::default()
+    };
+    let mut runtime_config = RuntimeConfig::default()
+        .concurrency(config.concurrency)
+        .limits(limits);
+    if let Some(dir) = &config.cache_directory {
+        runtime_config = runtime_config.cache_dir(dir);
+    }
+    let runtime = Runtime::new(runtime_config).map_err(HostError::Runtime)?;
+    let plugins = load_plugins(&runtime, &config).await;
+    tracing::info!(plugins = plugins.len(), "plugins loaded");
+
+    let resolver = Resolver::new(client.clone());
+    let watches = Watches::new(client.clone());
+    let events = Arc::new(EventSink::new(client.clone(), metrics.clone()));
+    let cluster = KubeCluster::new(
+        client.clone(),
+        resolver.clone(),
+        watches.clone(),
+        events.clone(),
+    );
+    let orphans = Orphans::new(client.clone(), &config.namespace);
+    let running: BTreeMap<String, orphans::Entry> = plugins
+        .iter()
+        .filter_map(|(p, s)| {
+            Some((
+                p.info().name.to_string(),
+                controller::finalizer_entry(p.info(), s)?,
+            ))
+        })
+        .collect();
+    match orphans.entries().await {
+        Ok(recorded) => {
+            for (plugin, entry) in orphans::orphaned(recorded, &running) {
+                tokio::spawn(orphans::release(
+                    orphans.clone(),
+                    client.clone(),
+                    resolver.clone(),
+                    events.clone(),
+                    plugin,
+                    entry,
+                    config.orphaned_finalizer_grace,
+                ));
+            }
+        }
+        Err(error) => {
+            tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
+        }
+    }
+    let (stop, shutdown) = watch::channel(false);
+    let shared = Shared {
+        client,
+        resolver,
+        watches,
+        cluster,
+        events,
+        metrics,
+        global: Arc::new(Semaphore::new(
+            usize::try_from(config.concurrency).unwrap_or(usize::MAX),
+        )),
+        resync: config.resync_period,
+        shutdown,
+        orphans,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for (plugin, settings) in plugins {
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            let name = plugin.info().name.clone();
+            if let Err(error) = controller::run(plugin, settings, shared).await {
+                tracing::error!(plugin = %name, error = %controller::chain(&error), "plugin controller failed");
+            }
+        });
+    }
+    wait_for_signal().await?;
+    tracing::info!("shutting down: no new reconciles, waiting for running ones");
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            grace_s = SHUTDOWN_GRACE.as_secs(),
+            "reconciles still running after the grace period; stopping them"
+        );
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<(), HostError> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(HostError::Signal)?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map_err(HostError::Signal),
+        _ = term.recv() => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::GroupVersionKind;
+
+    fn info(permissions: Vec<Permission>) -> PluginInfo {
+        PluginInfo {
+            name: PluginName::new("db").expect("name"),
+            version: "1".into(),
+            primary: GroupVersionKind::gvk("example.com", "v1", "Database"),
+            primary_selector: None,
+            owns: vec![],
+            watches: vec![],
+            finalizer: None,
+            reconcile_on_metadata_change: false,
+            permissions,
+        }
+    }
+
+    fn perm(verbs: &[Verb], namespaces: &[&str]) -> Permission {
+        Permission {
+            group: String::new(),
+            kind: "Secret".into(),
+            verbs: verbs.iter().copied().collect(),
+            namespaces: namespaces.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn settings(grants: Vec<Permission>) -> PluginSettings {
+        let raw = crate::config::Config::parse_raw("", std::path::Path::new("x")).expect("raw");
+        let mut s = crate::config::Config::from_raw(raw, None)
+            .expect("config")
+            .plugin(&PluginName::new("db").expect("name"))
+            .clone();
+        s.grants = grants;
+        s
+    }
+
+    #[test]
+    fn asked_permission_needs_an_operator_grant() {
+        let err = check_grants(&info(vec![perm(&[Verb::Get], &[])]), &settings(vec![]))
+            .expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "plugin `db` asks for get on core/Secret, which the host config does not grant; \
+             grant it under `plugins.db.grants`"
+        );
+        check_grants(
+            &info(vec![perm(&[Verb::Get], &[])]),
+            &settings(vec![perm(&[Verb::Get, Verb::List], &[])]),
+        )
+        .expect("granted");
+    }
+
+    #[test]
+    fn restating_an_implied_permission_needs_no_grant() {
+        let mut i = info(vec![Permission {
+            group: "example.com".into(),
+            kind: "Database".into(),
+            verbs: [Verb::PatchStatus].into(),
+            namespaces: vec![],
+        }]);
+        check_grants(&i, &settings(vec![])).expect("implied by the primary kind");
+        i.permissions[0].verbs.insert(Verb::Delete);
+        check_grants(&i, &settings(vec![]))
+            .expect_err("delete is not implied for the primary kind");
+    }
+
+    #[test]
+    fn namespaced_grant_covers_only_its_namespaces() {
+        let granted = settings(vec![perm(&[Verb::Get], &["a"])]);
+        check_grants(&info(vec![perm(&[Verb::Get], &["a"])]), &granted).expect("in a");
+        let err = check_grants(&info(vec![perm(&[Verb::Get], &["b"])]), &granted).expect_err("b");
+        assert!(err.to_string().contains("in namespace `b`"), "{err}");
+        check_grants(&info(vec![perm(&[Verb::Get], &[])]), &granted).expect_err("everywhere");
+    }
+}

@@ -1,0 +1,333 @@
+//! The [`Cluster`] the runtime uses under `wasmop run`: the real API server, with reads
+//! served from the shared watch caches when a kind is watched.
+//!
+//! - Kinds are resolved by discovery ([`discovery::Resolver`]); writes go through
+//!   `Api<DynamicObject>` for the resolved `ApiResource`.
+//! - `apply` and apply patches are server-side apply with the field manager `wasmop/<plugin>`
+//!   and force; other writes carry the same field manager.
+//! - Transient failures (429, 5xx, transport) are retried ([`errors::retrying`]); the rest map
+//!   onto the WIT `kube-error` cases ([`errors::classify`]).
+
+pub mod discovery;
+pub mod errors;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef as StoreRef;
+use serde_json::Value;
+
+use self::discovery::{Resolved, Resolver};
+use self::errors::retrying;
+use crate::cluster::selector::LabelSelector;
+use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef};
+use crate::events::{EventSink, Record};
+use crate::plugin::PluginName;
+use crate::watches::Watches;
+
+/// The API server, as one plugin's host calls reach it. Cheap to clone.
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: Client,
+    resolver: Resolver,
+    watches: Watches,
+    events: Arc<EventSink>,
+    /// The namespaces of the plugin this handle serves, if it is confined: a list across all
+    /// namespaces then covers only these.
+    scope: Option<BTreeSet<String>>,
+}
+
+impl KubeCluster {
+    /// A cluster handle over `client`, reading from `watches` where it can.
+    pub fn new(
+        client: Client,
+        resolver: Resolver,
+        watches: Watches,
+        events: Arc<EventSink>,
+    ) -> Self {
+        Self {
+            client,
+            resolver,
+            watches,
+            events,
+            scope: None,
+        }
+    }
+
+    /// The same handle for a plugin confined to `namespaces` (`None`: not confined).
+    #[must_use]
+    pub fn scoped(&self, namespaces: Option<BTreeSet<String>>) -> Self {
+        Self {
+            scope: namespaces,
+            ..self.clone()
+        }
+    }
+
+    /// Lists in one namespace, or in all with `None`: from the cache when one covers it.
+    async fn list_in(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        let parsed = selector(label_selector)?;
+        if let Some(store) = self.watches.cache_for(&resolved.resource, namespace) {
+            let mut out = Vec::new();
+            for obj in store.state() {
+                if namespace.is_some() && obj.metadata.namespace.as_deref() != namespace {
+                    continue;
+                }
+                let labels = obj.metadata.labels.clone().unwrap_or_default();
+                if parsed.as_ref().is_some_and(|s| !s.matches(&labels)) {
+                    continue;
+                }
+                out.push(to_value((*obj).clone())?);
+            }
+            return Ok(out);
+        }
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) if resolved.namespaced => {
+                Api::namespaced_with(self.client.clone(), ns, &resolved.resource)
+            }
+            _ => Api::all_with(self.client.clone(), &resolved.resource),
+        };
+        let mut params = ListParams::default();
+        if let Some(s) = label_selector {
+            params = params.labels(s);
+        }
+        let list = retrying("list", || api.list(&params)).await?;
+        list.items
+            .into_iter()
+            .map(|mut o| {
+                o.types.get_or_insert_with(|| kube::api::TypeMeta {
+                    api_version: resolved.resource.api_version.clone(),
+                    kind: resolved.resource.kind.clone(),
+                });
+                let mut v = to_value(o)?;
+                strip(&mut v);
+                Ok(v)
+            })
+            .collect()
+    }
+
+    fn api(
+        &self,
+        kind: &Resolved,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, ClusterError> {
+        match (kind.namespaced, namespace) {
+            (true, Some(ns)) => Ok(Api::namespaced_with(
+                self.client.clone(),
+                ns,
+                &kind.resource,
+            )),
+            (true, None) => Err(ClusterError::Invalid(format!(
+                "{} is namespaced: name a namespace",
+                kind.resource.kind
+            ))),
+            (false, Some(ns)) => Err(ClusterError::Invalid(format!(
+                "{} is cluster-scoped, but namespace `{ns}` was given",
+                kind.resource.kind
+            ))),
+            (false, None) => Ok(Api::all_with(self.client.clone(), &kind.resource)),
+        }
+    }
+
+    /// The resolved kind and API handle for an object given as JSON.
+    async fn target_of(
+        &self,
+        object: &Value,
+    ) -> Result<(ObjectRef, Api<DynamicObject>), ClusterError> {
+        let target = ObjectRef::of(object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let kind = self.resolver.resolve(&target.kind).await?;
+        let api = self.api(&kind, target.namespace.as_deref())?;
+        Ok((target, api))
+    }
+
+    /// Looks up the uid of `target` (cache first) so Events attach to the right object.
+    async fn uid_of(&self, target: &ObjectRef) -> Option<String> {
+        let kind = self.resolver.resolve(&target.kind).await.ok()?;
+        if let Some(store) = self
+            .watches
+            .cache_for(&kind.resource, target.namespace.as_deref())
+        {
+            let key = store_ref(&kind, target);
+            return store.get(&key).and_then(|o| o.metadata.uid.clone());
+        }
+        let api = self.api(&kind, target.namespace.as_deref()).ok()?;
+        api.get_opt(&target.name)
+            .await
+            .ok()?
+            .and_then(|o| o.metadata.uid)
+    }
+}
+
+fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<DynamicObject> {
+    let r = StoreRef::new_with(&target.name, kind.resource.clone());
+    match &target.namespace {
+        Some(ns) => r.within(ns),
+        None => r,
+    }
+}
+
+fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
+    serde_json::to_value(obj)
+        .map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
+}
+
+fn to_object(value: Value) -> Result<DynamicObject, ClusterError> {
+    serde_json::from_value(value)
+        .map_err(|e| ClusterError::Invalid(format!("not a Kubernetes object: {e}")))
+}
+
+fn selector(text: Option<&str>) -> Result<Option<LabelSelector>, ClusterError> {
+    text.map(|s| LabelSelector::parse(s).map_err(|e| ClusterError::Invalid(e.to_string())))
+        .transpose()
+}
+
+/// An apply patch must be sent with a field manager and force; other patch types carry the
+/// field manager too, so `managedFields` says which plugin wrote what.
+fn patch_params(patch: &Patch<Value>, plugin: &PluginName) -> PatchParams {
+    match patch {
+        Patch::Apply(_) => PatchParams::apply(&plugin.field_manager()).force(),
+        _ => PatchParams {
+            field_manager: Some(plugin.field_manager()),
+            ..PatchParams::default()
+        },
+    }
+}
+
+#[async_trait]
+impl Cluster for KubeCluster {
+    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+        let kind = self.resolver.resolve(&target.kind).await?;
+        if let Some(store) = self
+            .watches
+            .cache_for(&kind.resource, target.namespace.as_deref())
+        {
+            return match store.get(&store_ref(&kind, target)) {
+                Some(obj) => to_value((*obj).clone()),
+                None => Err(ClusterError::NotFound(format!("{target} does not exist"))),
+            };
+        }
+        let api = self.api(&kind, target.namespace.as_deref())?;
+        let obj = retrying("get", || api.get(&target.name)).await?;
+        let mut value = to_value(obj)?;
+        strip(&mut value);
+        Ok(value)
+    }
+
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        let resolved = self.resolver.resolve(kind).await?;
+        match (&self.scope, namespace) {
+            // A confined plugin's list across all namespaces covers its namespaces only.
+            (Some(scope), None) if resolved.namespaced => {
+                let mut out = Vec::new();
+                for ns in scope {
+                    out.extend(self.list_in(&resolved, Some(ns), label_selector).await?);
+                }
+                Ok(out)
+            }
+            _ => self.list_in(&resolved, namespace, label_selector).await,
+        }
+    }
+
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        let (_, api) = self.target_of(&object).await?;
+        let obj = to_object(object)?;
+        let params = PostParams {
+            field_manager: Some(plugin.field_manager()),
+            ..PostParams::default()
+        };
+        to_value(retrying("create", || api.create(&params, &obj)).await?)
+    }
+
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        let (target, api) = self.target_of(&object).await?;
+        let params = PatchParams::apply(&plugin.field_manager()).force();
+        let patch = Patch::Apply(object);
+        to_value(retrying("apply", || api.patch(&target.name, &params, &patch)).await?)
+    }
+
+    async fn patch(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        let kind = self.resolver.resolve(&target.kind).await?;
+        let api = self.api(&kind, target.namespace.as_deref())?;
+        let params = patch_params(&patch, plugin);
+        to_value(retrying("patch", || api.patch(&target.name, &params, &patch)).await?)
+    }
+
+    async fn patch_status(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        let kind = self.resolver.resolve(&target.kind).await?;
+        let api = self.api(&kind, target.namespace.as_deref())?;
+        let params = patch_params(&patch, plugin);
+        to_value(
+            retrying("patch-status", || {
+                api.patch_status(&target.name, &params, &patch)
+            })
+            .await?,
+        )
+    }
+
+    async fn delete(&self, target: &ObjectRef, _plugin: &PluginName) -> Result<(), ClusterError> {
+        let kind = self.resolver.resolve(&target.kind).await?;
+        let api = self.api(&kind, target.namespace.as_deref())?;
+        let params = DeleteParams::background();
+        match retrying("delete", || api.delete(&target.name, &params)).await {
+            Ok(_) | Err(ClusterError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
+        let uid = self.uid_of(&event.regarding).await;
+        let regarding = ObjectReference {
+            api_version: Some(event.regarding.api_version()),
+            kind: Some(event.regarding.kind.kind.clone()),
+            namespace: event.regarding.namespace.clone(),
+            name: Some(event.regarding.name.clone()),
+            uid,
+            ..ObjectReference::default()
+        };
+        let record = Record {
+            regarding,
+            event_type: event.event_type,
+            reason: event.reason,
+            action: event.action,
+            note: event.note,
+        };
+        self.events
+            .publish(plugin.as_str(), record)
+            .await
+            .map(|_| ())
+            .map_err(errors::classify)
+    }
+}
+
+/// Trims an object read from the API the same way cached ones are trimmed.
+fn strip(value: &mut Value) {
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.remove(crate::watches::LAST_APPLIED);
+        }
+    }
+}

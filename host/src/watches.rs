@@ -1,0 +1,298 @@
+//! Shared watches: one watch and one cache per kind (and namespace scope), however many
+//! plugins need it.
+//!
+//! Each [`SharedWatch`] runs one kube-runtime `watcher` whose objects are trimmed (no
+//! `managedFields`, no last-applied annotation, `apiVersion`/`kind` always set) before they
+//! reach its reflector [`Store`] and its subscribers. A subscriber gets every object already in
+//! the cache and then every change; if it falls behind the broadcast buffer it is sent the
+//! whole cache again (level-triggered consumers lose nothing by that).
+//!
+//! kube-runtime's own shared reflector (`store_shared`/`ReflectHandle`) cannot be used here:
+//! its stream needs a `Default` dynamic type, which `ApiResource` is not.
+//!
+//! # Guarantees
+//! - One API watch per [`WatchKey`] for the life of the process.
+//! - A subscriber's stream never ends while the watch runs; watch errors are retried by the
+//!   watcher with kube's default backoff and logged.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use kube::Client;
+use kube::api::{Api, DynamicObject, TypeMeta};
+use kube::core::ApiResource;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{broadcast, watch};
+
+/// The annotation `kubectl apply` leaves on objects: a full copy of the object, useless to a
+/// controller and often the biggest field.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Changes buffered per watch for slow subscribers. 1024 covers a burst of a thousand
+/// changes; a subscriber further behind is resent the whole cache instead.
+const BROADCAST_BUFFER: usize = 1024;
+
+/// What one shared watch covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatchKey {
+    /// The kind.
+    pub resource: ApiResource,
+    /// `Some(ns)` to watch one namespace, `None` for all (and for cluster-scoped kinds).
+    pub namespace: Option<String>,
+}
+
+/// One change seen by a watch.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// An object was created or changed (or listed at start).
+    Applied(Arc<DynamicObject>),
+    /// An object was deleted.
+    Deleted(Arc<DynamicObject>),
+}
+
+impl Change {
+    /// The object concerned.
+    pub fn object(&self) -> &Arc<DynamicObject> {
+        match self {
+            Change::Applied(o) | Change::Deleted(o) => o,
+        }
+    }
+}
+
+/// One running watch and its cache.
+pub struct SharedWatch {
+    key: WatchKey,
+    store: Store<DynamicObject>,
+    changes: broadcast::Sender<Change>,
+    /// Becomes true once the initial list is in the cache. (kube's `Store::wait_until_ready`
+    /// wakes only the last of several concurrent waiters, so readiness is tracked here.)
+    ready: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SharedWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SharedWatch {
+    fn start(client: Client, key: WatchKey) -> Self {
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &key.resource),
+            None => Api::all_with(client, &key.resource),
+        };
+        let writer = reflector::store::Writer::new(key.resource.clone());
+        let store = writer.as_reader();
+        let (changes, _) = broadcast::channel(BROADCAST_BUFFER);
+        let types = TypeMeta {
+            api_version: key.resource.api_version.clone(),
+            kind: key.resource.kind.clone(),
+        };
+        let stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(move |obj: &mut DynamicObject| trim(obj, &types))
+            .reflect(writer);
+        let tx = changes.clone();
+        let (ready_tx, ready) = watch::channel(false);
+        let label = format!("{}/{}", key.resource.api_version, key.resource.plural);
+        let scope = key.namespace.clone().unwrap_or_else(|| "*".into());
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
+                        let _ = tx.send(Change::Applied(Arc::new(obj)));
+                    }
+                    Ok(Event::Delete(obj)) => {
+                        let _ = tx.send(Change::Deleted(Arc::new(obj)));
+                    }
+                    Ok(Event::InitDone) => {
+                        ready_tx.send_replace(true);
+                    }
+                    Ok(Event::Init) => {}
+                    Err(error) => {
+                        tracing::warn!(kind = %label, namespace = %scope, %error, "watch failed; retrying");
+                    }
+                }
+            }
+        });
+        Self {
+            key,
+            store,
+            changes,
+            ready,
+            task,
+        }
+    }
+
+    /// What the watch covers.
+    pub fn key(&self) -> &WatchKey {
+        &self.key
+    }
+
+    /// The cache.
+    pub fn store(&self) -> Store<DynamicObject> {
+        self.store.clone()
+    }
+
+    /// Whether the initial list has completed (the cache is complete).
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Waits until the initial list has completed. Controllers are started only after this,
+    /// so that kube-runtime's own readiness wait (which wakes one waiter only) never waits.
+    pub async fn ready(&self) {
+        let mut ready = self.ready.clone();
+        // The sender lives as long as the watch task; if it ended, there is nothing to wait for.
+        let _ = ready.wait_for(|r| *r).await;
+    }
+
+    /// Every object in the cache, then every change. The stream waits for the initial list.
+    pub fn subscribe(&self) -> impl Stream<Item = Change> + Send + 'static {
+        let rx = self.changes.subscribe();
+        let store = self.store.clone();
+        let ready = self.ready.clone();
+        futures::stream::unfold(
+            (rx, store, ready, Vec::<Arc<DynamicObject>>::new(), true),
+            |(mut rx, store, mut ready, mut backlog, first)| async move {
+                if first {
+                    // Subscribed before the snapshot: a change racing with it is seen twice,
+                    // never missed.
+                    if ready.wait_for(|r| *r).await.is_err() {
+                        return None;
+                    }
+                    backlog = store.state();
+                }
+                loop {
+                    if let Some(obj) = backlog.pop() {
+                        return Some((Change::Applied(obj), (rx, store, ready, backlog, false)));
+                    }
+                    match rx.recv().await {
+                        Ok(change) => return Some((change, (rx, store, ready, backlog, false))),
+                        Err(broadcast::error::RecvError::Lagged(missed)) => {
+                            tracing::debug!(missed, "subscriber fell behind; resending the cache");
+                            backlog = store.state();
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            },
+        )
+    }
+}
+
+/// Drops what no consumer needs and makes the object self-describing.
+pub fn trim(obj: &mut DynamicObject, types: &TypeMeta) {
+    obj.metadata.managed_fields = None;
+    if let Some(annotations) = obj.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            obj.metadata.annotations = None;
+        }
+    }
+    if obj.types.is_none() {
+        obj.types = Some(types.clone());
+    }
+}
+
+/// Every shared watch of the process.
+#[derive(Clone)]
+pub struct Watches {
+    client: Client,
+    running: Arc<Mutex<HashMap<WatchKey, Arc<SharedWatch>>>>,
+}
+
+impl Watches {
+    /// No watches yet; they start on first use.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            running: Arc::default(),
+        }
+    }
+
+    /// The watch for `key`, started if it is not running yet.
+    pub fn watch(&self, key: WatchKey) -> Arc<SharedWatch> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running
+            .entry(key.clone())
+            .or_insert_with(|| {
+                tracing::info!(
+                    kind = %format!("{}/{}", key.resource.api_version, key.resource.kind),
+                    namespace = key.namespace.as_deref().unwrap_or("*"),
+                    "shared watch started"
+                );
+                Arc::new(SharedWatch::start(self.client.clone(), key))
+            })
+            .clone()
+    }
+
+    /// The ready cache that holds objects of `resource` in `namespace` (`None`: every
+    /// namespace, which only an all-namespace watch can serve), if one is running.
+    pub fn cache_for(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Option<Store<DynamicObject>> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let all = WatchKey {
+            resource: resource.clone(),
+            namespace: None,
+        };
+        if let Some(w) = running.get(&all).filter(|w| w.is_ready()) {
+            return Some(w.store());
+        }
+        let ns = namespace?;
+        running
+            .get(&WatchKey {
+                resource: resource.clone(),
+                namespace: Some(ns.to_owned()),
+            })
+            .filter(|w| w.is_ready())
+            .map(|w| w.store())
+    }
+
+    /// How many watches run (for tests and the startup log).
+    pub fn len(&self) -> usize {
+        self.running.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// Whether none runs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn trimming_drops_managed_fields_and_last_applied_but_keeps_other_annotations() {
+        let mut obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "a",
+                "managedFields": [{"manager": "kubectl"}],
+                "annotations": {LAST_APPLIED: "{}", "keep": "me"}
+            }
+        }))
+        .expect("object");
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        trim(&mut obj, &types);
+        assert!(obj.metadata.managed_fields.is_none());
+        assert_eq!(
+            obj.metadata.annotations,
+            Some(BTreeMap::from([("keep".to_owned(), "me".to_owned())]))
+        );
+        assert_eq!(obj.types, Some(types));
+    }
+}

@@ -1,0 +1,683 @@
+//! End-to-end tests of `wasmop run` against a real kube-apiserver + etcd, with the host running
+//! as the restricted ServiceAccount of `deploy/rbac/rbac.yaml`. Each test has its own
+//! namespace and its own host process, confined to that namespace.
+
+#![allow(clippy::unwrap_used)]
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Host, PATIENCE, fixture, message, object_ref};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use wasmop_testenv::TestEnv;
+
+fn targets(env: &TestEnv) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("wasmop.test", "v1", "Target"),
+        "targets",
+    );
+    Api::namespaced_with(env.client(), env.namespace(), &ar)
+}
+
+async fn test_kinds(env: &TestEnv) {
+    env.apply_yaml(&fixture("target-crd.yaml"))
+        .await
+        .expect("Target CRD");
+    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
+        .await
+        .expect("test plugins' RBAC");
+}
+
+async fn create_target(env: &TestEnv, name: &str, value: &str) {
+    env.apply_yaml(&format!(
+        "apiVersion: wasmop.test/v1\nkind: Target\nmetadata:\n  name: {name}\nspec:\n  value: \"{value}\"\n"
+    ))
+    .await
+    .expect("Target created");
+}
+
+/// Confines every plugin to the test's namespace, so concurrent tests' hosts do not meet.
+fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
+    let mut text = String::from("resyncPeriod: 0s\nplugins:\n");
+    for p in plugins {
+        text.push_str(&format!(
+            "  {p}:\n    namespaces: [{}]\n{extra}",
+            env.namespace()
+        ));
+    }
+    text
+}
+
+async fn wait_mirrored(env: &TestEnv, name: &str, value: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let want = value.to_owned();
+    env.wait_for(
+        &api,
+        &format!("{name}-mirror"),
+        "to mirror the Target",
+        PATIENCE,
+        |cm| {
+            cm.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("value"))
+                == Some(&want)
+        },
+    )
+    .await
+    .unwrap();
+}
+
+async fn events_for(env: &TestEnv, name: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(env.client(), env.namespace());
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn denied_call_yields_an_event_a_metric_and_a_log_line() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let mut host = Host::start(
+        &env,
+        &["undeclared-kind"],
+        &confined(&env, &["undeclared-kind"], ""),
+    )
+    .await;
+    create_target(&env, "t1", "a").await;
+
+    let denied = host
+        .wait_log("a denied host call to be logged", |l| {
+            object_ref(l).ends_with("/t1")
+                && l["fields"]["outcome"]
+                    .as_str()
+                    .is_some_and(|o| o.contains("denied host call"))
+        })
+        .await;
+    assert!(
+        denied["fields"]["outcome"]
+            .as_str()
+            .unwrap()
+            .contains("get on core/Secret"),
+        "{denied}"
+    );
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let events = events_for(&env, "t1", "HostCallDenied").await;
+        // The plugin fails again and again (with backoff): the repeats are counted on one
+        // Event's series instead of creating more Events.
+        let repeated = events
+            .first()
+            .and_then(|e| e.series.as_ref())
+            .is_some_and(|s| s.count >= 2);
+        if repeated {
+            assert_eq!(events.len(), 1, "deduplicated into one Event: {events:?}");
+            let e = &events[0];
+            assert_eq!(e.type_.as_deref(), Some("Warning"));
+            assert_eq!(
+                e.reporting_controller.as_deref(),
+                Some("wasmop/undeclared-kind")
+            );
+            assert!(
+                e.note.as_deref().unwrap_or("").contains("core/Secret"),
+                "{e:?}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no repeated HostCallDenied Event; log:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let count = host
+        .metric(r#"wasmop_host_calls_denied_total{plugin="undeclared-kind",verb="get"}"#)
+        .await;
+    assert!(count >= 1.0, "metrics:\n{}", host.metrics().await);
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_plugins_share_one_watch_per_kind() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let plugins = ["well-behaved", "undeclared-kind"];
+    let mut host = Host::start(&env, &plugins, &confined(&env, &plugins, "")).await;
+    host.wait_lines("both plugins to start", |lines| {
+        let started = lines
+            .iter()
+            .filter(|l| message(l) == "plugin controller starting")
+            .count();
+        (started == 2).then_some(())
+    })
+    .await;
+    create_target(&env, "shared", "x").await;
+    wait_mirrored(&env, "shared", "x").await;
+
+    let watches: Vec<String> = host
+        .lines()
+        .iter()
+        .filter(|l| message(l) == "shared watch started")
+        .map(|l| {
+            format!(
+                "{} {}",
+                l["fields"]["kind"].as_str().unwrap(),
+                l["fields"]["namespace"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let count = |kind: &str| watches.iter().filter(|w| w.starts_with(kind)).count();
+    assert_eq!(count("wasmop.test/v1/Target "), 1, "{watches:?}");
+    assert_eq!(count("v1/ConfigMap "), 1, "{watches:?}");
+    assert_eq!(count("v1/Namespace "), 1, "{watches:?}");
+    host.stop().await;
+}
+
+/// Sets the Target's `spec.value` verbatim (single-quoted YAML).
+async fn set_value(env: &TestEnv, name: &str, value: &str) {
+    env.apply_yaml(&format!(
+        "apiVersion: wasmop.test/v1\nkind: Target\nmetadata:\n  name: {name}\nspec:\n  value: '{value}'\n"
+    ))
+    .await
+    .expect("Target applied");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn backoff_grows_on_repeated_errors_and_resets_on_success() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let mut host = Host::start(
+        &env,
+        &["well-behaved"],
+        &confined(&env, &["well-behaved"], ""),
+    )
+    .await;
+    // well-behaved writes the value into JSON unescaped: a quote makes its apply invalid, a
+    // retryable error.
+    const BAD: &str = "a\"b";
+    set_value(&env, "flaky", BAD).await;
+
+    let failures = |lines: &[serde_json::Value]| -> Vec<(u64, u64)> {
+        lines
+            .iter()
+            .filter(|l| {
+                object_ref(l).ends_with("/flaky")
+                    && message(l) == "reconcile failed; retrying with backoff"
+            })
+            .map(|l| {
+                (
+                    l["fields"]["failures"].as_u64().unwrap(),
+                    l["fields"]["retry_in_ms"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let first = host
+        .wait_lines("three failed reconciles", |lines| {
+            let f = failures(lines);
+            (f.len() >= 3).then_some(f)
+        })
+        .await;
+    assert_eq!(
+        first[..3].iter().map(|f| f.0).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "{first:?}"
+    );
+    assert!(
+        first[0].1 <= first[1].1 && first[1].1 <= first[2].1,
+        "delays grow: {first:?}"
+    );
+    assert!(
+        first[2].1 >= 1000,
+        "third delay is at least twice the base: {first:?}"
+    );
+
+    set_value(&env, "flaky", "good").await;
+    wait_mirrored(&env, "flaky", "good").await;
+    let before = failures(&host.lines()).len();
+
+    // Fail again: the count starts over.
+    set_value(&env, "flaky", BAD).await;
+    let again = host
+        .wait_lines("a failure after the success", |lines| {
+            let f = failures(lines);
+            (f.len() > before).then(|| f[before])
+        })
+        .await;
+    assert_eq!(again.0, 1, "the failure count was reset by the success");
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_plugin_beside_a_healthy_one_does_not_stop_it() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let plugins = ["infinite-loop", "well-behaved"];
+    let config = confined(&env, &plugins, "    deadline: 1s\n    concurrency: 2\n");
+    let mut host = Host::start(&env, &plugins, &config).await;
+    for i in 0..5 {
+        create_target(&env, &format!("t{i}"), &format!("v{i}")).await;
+    }
+    for i in 0..5 {
+        wait_mirrored(&env, &format!("t{i}"), &format!("v{i}")).await;
+    }
+    host.wait_log("the hostile plugin to time out", |l| {
+        l["span"]["plugin"] == "infinite-loop"
+            && l["fields"]["outcome"]
+                .as_str()
+                .is_some_and(|o| o.contains("deadline of 1000 ms"))
+    })
+    .await;
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finalizer_is_added_cleanup_runs_and_the_finalizer_is_removed() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let host = Host::start(
+        &env,
+        &["well-behaved"],
+        &confined(&env, &["well-behaved"], ""),
+    )
+    .await;
+    create_target(&env, "fin", "1").await;
+    wait_mirrored(&env, "fin", "1").await;
+    let api = targets(&env);
+    let t = api.get("fin").await.unwrap();
+    assert!(
+        t.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"wasmop.test/cleanup".to_owned())
+    );
+    api.delete("fin", &DeleteParams::default()).await.unwrap();
+    wasmop_testenv::wait_for_dyn(&api, "fin", "to be deleted after cleanup", PATIENCE, |o| {
+        o.is_none()
+    })
+    .await
+    .unwrap();
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finalizer_of_a_removed_plugin_is_released_after_the_grace_period() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let host = Host::start(
+        &env,
+        &["well-behaved"],
+        &confined(&env, &["well-behaved"], ""),
+    )
+    .await;
+    create_target(&env, "orphan", "1").await;
+    wait_mirrored(&env, "orphan", "1").await;
+    host.stop().await;
+    let api = targets(&env);
+    api.delete("orphan", &DeleteParams::default())
+        .await
+        .unwrap();
+    let t = api.get("orphan").await.unwrap();
+    assert!(
+        t.metadata.deletion_timestamp.is_some(),
+        "held by the finalizer"
+    );
+
+    // The plugin is gone: a host without it releases the finalizer.
+    let mut host = Host::start(&env, &[], "orphanedFinalizerGrace: 0s\n").await;
+    wasmop_testenv::wait_for_dyn(
+        &api,
+        "orphan",
+        "to be deleted once released",
+        PATIENCE,
+        |o| o.is_none(),
+    )
+    .await
+    .unwrap();
+    host.wait_log("the release to be logged", |l| {
+        message(l) == "orphaned finalizer released"
+    })
+    .await;
+    assert_eq!(
+        events_for(&env, "orphan", "FinalizerReleased").await.len(),
+        1
+    );
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requeue_after_from_the_plugin_is_honoured() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let config = confined(&env, &["well-behaved"], "    config: {requeueMs: 200}\n");
+    let mut host = Host::start(&env, &["well-behaved"], &config).await;
+    create_target(&env, "again", "1").await;
+    host.wait_lines("three requeued reconciles", |lines| {
+        let n = lines
+            .iter()
+            .filter(|l| object_ref(l).ends_with("/again") && message(l) == "reconcile succeeded")
+            .filter(|l| {
+                l["fields"]["outcome"]
+                    .as_str()
+                    .is_some_and(|o| o.contains("requeue after 200 ms"))
+            })
+            .count();
+        (n >= 3).then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
+/// How long the garbage collector may take to delete a child of a custom resource whose CRD it
+/// had not discovered yet when the child appeared (see the test that uses it).
+const GC_PATIENCE: Duration = Duration::from_secs(360);
+
+const DATABASE_CRD: &str = include_str!("../../plugins/database-config/crd.yaml");
+
+fn databases(env: &TestEnv) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Database"),
+        "databases",
+    );
+    Api::namespaced_with(env.client(), env.namespace(), &ar)
+}
+
+async fn apply_database(env: &TestEnv, name: &str, host: &str) {
+    env.apply_yaml(&format!(
+        "apiVersion: demo.wasmop.dev/v1\nkind: Database\nmetadata:\n  name: {name}\n\
+         spec:\n  engine: postgres\n  host: {host}\n  port: 5432\n  replicas: 1\n"
+    ))
+    .await
+    .expect("Database applied");
+}
+
+/// Waits until the Database is Ready for its current generation, and returns that generation.
+async fn wait_ready(env: &TestEnv, name: &str) -> i64 {
+    let api = databases(env);
+    let db = wasmop_testenv::wait_for_dyn(
+        &api,
+        name,
+        "to be Ready for its generation",
+        PATIENCE,
+        |o| {
+            o.is_some_and(|o| {
+                let status = &o.data["status"];
+                let ready = status["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
+                ready && status["observedGeneration"].as_i64() == o.metadata.generation
+            })
+        },
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    db.metadata.generation.unwrap()
+}
+
+async fn wait_config_host(env: &TestEnv, name: &str, host: &str) -> ConfigMap {
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let want = host.to_owned();
+    env.wait_for(
+        &api,
+        &format!("{name}-config"),
+        &format!("to say host {host}"),
+        PATIENCE,
+        |cm| cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get("host")) == Some(&want),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn database_config_creates_updates_and_garbage_collects_its_configmap() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let host = Host::start(
+        &env,
+        &["database-config"],
+        &confined(&env, &["database-config"], ""),
+    )
+    .await;
+    apply_database(&env, "orders", "db-1.internal").await;
+    let cm = wait_config_host(&env, "orders", "db-1.internal").await;
+    let owner = &cm.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Database", "orders", Some(true))
+    );
+    assert_eq!(wait_ready(&env, "orders").await, 1);
+    let managers: Vec<_> = cm
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.contains(&"wasmop/database-config".to_owned()),
+        "{managers:?}"
+    );
+
+    apply_database(&env, "orders", "db-2.internal").await;
+    wait_config_host(&env, "orders", "db-2.internal").await;
+    assert_eq!(wait_ready(&env, "orders").await, 2);
+
+    databases(&env)
+        .delete("orders", &DeleteParams::background())
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    // kube-controller-manager's garbage collector learns a new CRD only at its next discovery
+    // sync (every 30 s); an owner it met before that is retried with exponential backoff, which
+    // can reach minutes. So this wait is longer than the others.
+    env.wait_for(
+        &api,
+        "orders-config",
+        "to be garbage-collected",
+        GC_PATIENCE,
+        |cm| cm.is_none(),
+    )
+    .await
+    .unwrap();
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_only_change_does_not_rerun_the_plugin() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let mut host = Host::start(
+        &env,
+        &["database-config"],
+        &confined(&env, &["database-config"], ""),
+    )
+    .await;
+    apply_database(&env, "a", "a.internal").await;
+    wait_ready(&env, "a").await;
+    // The first reconcile creates the ConfigMap, whose creation reconciles its owner once more;
+    // after that second run nothing changes any more.
+    host.wait_lines("the ConfigMap's creation to be reconciled", |lines| {
+        let runs = lines
+            .iter()
+            .filter(|l| object_ref(l).ends_with("/a") && message(l) == "reconcile succeeded")
+            .count();
+        (runs >= 2).then_some(())
+    })
+    .await;
+
+    // A status-only change the plugin would undo if it ran: it writes observedGeneration.
+    let status = json!({"status": {"observedGeneration": 99}});
+    databases(&env)
+        .patch_status("a", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+    // A barrier: a later change to another Database of the same watch is reconciled, so the
+    // status change (earlier in the same watch stream) has been seen and filtered.
+    apply_database(&env, "b", "b.internal").await;
+    wait_ready(&env, "b").await;
+    wait_config_host(&env, "b", "b.internal").await;
+    let a = databases(&env).get("a").await.unwrap();
+    assert_eq!(
+        a.data["status"]["observedGeneration"], 99,
+        "the plugin re-ran for a status-only change"
+    );
+
+    // A spec change does run it.
+    apply_database(&env, "a", "a2.internal").await;
+    assert_eq!(wait_ready(&env, "a").await, 2);
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
+    let env = TestEnv::start().await.unwrap();
+    let target = format!("{}-defaults", env.namespace());
+    let host = Host::start(
+        &env,
+        &["namespace-defaults"],
+        &format!("resyncPeriod: 0s\nplugins:\n  namespace-defaults:\n    namespaces: [{target}]\n"),
+    )
+    .await;
+    env.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {target}\n  labels:\n    demo.wasmop.dev/defaults: enabled\n"
+    ))
+    .await
+    .unwrap();
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(env.client(), &target);
+    env.wait_for(
+        &quotas,
+        "namespace-defaults",
+        "to be created",
+        PATIENCE,
+        |q| q.is_some(),
+    )
+    .await
+    .unwrap();
+    let limits: Api<k8s_openapi::api::core::v1::LimitRange> =
+        Api::namespaced(env.client(), &target);
+    env.wait_for(
+        &limits,
+        "namespace-defaults",
+        "to be created",
+        PATIENCE,
+        |l| l.is_some(),
+    )
+    .await
+    .unwrap();
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        Api::namespaced(env.client(), &target);
+    env.wait_for(
+        &policies,
+        "namespace-defaults",
+        "to be created",
+        PATIENCE,
+        |p| p.is_some(),
+    )
+    .await
+    .unwrap();
+    // An owned object deleted by hand comes back.
+    quotas
+        .delete("namespace-defaults", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_for(
+        &quotas,
+        "namespace-defaults",
+        "to be restored",
+        PATIENCE,
+        |q| q.is_some_and(|q| q.metadata.deletion_timestamp.is_none()),
+    )
+    .await
+    .unwrap();
+    host.stop().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
+    namespaces
+        .delete(&target, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configmap_mirror_copies_and_its_finalizer_cleans_up() {
+    let env = TestEnv::start().await.unwrap();
+    let target = format!("{}-mirror", env.namespace());
+    let selector = format!("mirror-test={}", env.namespace());
+    let config = format!(
+        "resyncPeriod: 0s\nplugins:\n  configmap-mirror:\n    namespaces: [{ns}, {target}]\n    \
+         grants: [{{kind: ConfigMap, verbs: [delete]}}]\n    config: {{namespaceSelector: \"{selector}\"}}\n",
+        ns = env.namespace()
+    );
+    let host = Host::start(&env, &["configmap-mirror"], &config).await;
+    env.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {target}\n  labels:\n    mirror-test: {}\n",
+        env.namespace()
+    ))
+    .await
+    .unwrap();
+    env.apply_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  labels:\n    demo.wasmop.dev/mirror: \"true\"\ndata:\n  k: v1\n")
+        .await
+        .unwrap();
+    let copies: Api<ConfigMap> = Api::namespaced(env.client(), &target);
+    env.wait_for(&copies, "shared", "to be copied", PATIENCE, |c| {
+        c.and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get("k"))
+            .is_some_and(|v| v == "v1")
+    })
+    .await
+    .unwrap();
+    let sources: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let source = sources.get("shared").await.unwrap();
+    assert!(
+        source
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"demo.wasmop.dev/mirror-cleanup".to_owned())
+    );
+
+    sources
+        .delete("shared", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_for(
+        &copies,
+        "shared",
+        "to be removed by cleanup",
+        PATIENCE,
+        |c| c.is_none(),
+    )
+    .await
+    .unwrap();
+    env.wait_for(
+        &sources,
+        "shared",
+        "to be deleted once its finalizer is removed",
+        PATIENCE,
+        |c| c.is_none(),
+    )
+    .await
+    .unwrap();
+    host.stop().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
+    namespaces
+        .delete(&target, &DeleteParams::default())
+        .await
+        .unwrap();
+}

@@ -1,0 +1,201 @@
+//! Running `wasmop run` (the real binary) against the test control plane, as the restricted
+//! ServiceAccount that `deploy/rbac/rbac.yaml` defines, and reading what it reports: its JSON
+//! log lines and its `/metrics`.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wasmop_testenv::{Identity, TestEnv};
+
+/// The host's RBAC, exactly as deployed.
+pub const RBAC: &str = include_str!("../../../deploy/rbac/rbac.yaml");
+/// Where `deploy/rbac/rbac.yaml` puts the host.
+pub const HOST_NAMESPACE: &str = "wasmop-system";
+/// The host's ServiceAccount.
+pub const HOST_ACCOUNT: &str = "wasmop";
+/// Long enough for a reconcile chain on a loaded 2-core machine; a test only waits this long
+/// when it is failing.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// Installs the deploy/ RBAC (idempotent), and the finalizer-record Role of the host's own
+/// namespace again in the test namespace, where each test's host keeps its record (as
+/// kustomize's `namespace:` would).
+pub async fn install_rbac(env: &TestEnv) {
+    env.apply_yaml(RBAC)
+        .await
+        .expect("deploy/rbac/rbac.yaml applies");
+    let mut local = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(RBAC) {
+        let mut value = serde_yaml::Value::deserialize(doc).expect("rbac.yaml parses");
+        let kind = value["kind"].as_str().unwrap_or_default().to_owned();
+        if kind == "Role" || kind == "RoleBinding" {
+            value["metadata"]["namespace"] = env.namespace().into();
+            local.push(serde_yaml::to_string(&value).expect("yaml"));
+        }
+    }
+    env.apply_yaml(&local.join("---\n"))
+        .await
+        .expect("the host's namespaced RBAC applies in the test namespace");
+}
+
+/// A running `wasmop run`.
+pub struct Host {
+    child: tokio::process::Child,
+    log: PathBuf,
+    metrics: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// Starts `wasmop run` with the guests named in `plugins`, and `config` (YAML, without
+    /// `sources`, `namespace`, `logFormat` or `metricsAddress`, which are set here).
+    pub async fn start(env: &TestEnv, plugins: &[&str], config: &str) -> Host {
+        install_rbac(env).await;
+        let kubeconfig = env
+            .kubeconfig_for(&Identity::service_account(HOST_NAMESPACE, HOST_ACCOUNT))
+            .await
+            .expect("host kubeconfig");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugin_dir = dir.path().join("plugins");
+        tokio::fs::create_dir(&plugin_dir)
+            .await
+            .expect("plugin dir");
+        for name in plugins {
+            let from = wasmop_test_guests::component(name);
+            tokio::fs::copy(from, plugin_dir.join(format!("{name}.wasm")))
+                .await
+                .expect("copy plugin");
+        }
+        let file = dir.path().join("wasmop.yaml");
+        let text = format!(
+            "sources: [{{directory: {}}}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\n{config}",
+            plugin_dir.display(),
+            env.namespace()
+        );
+        tokio::fs::write(&file, text).await.expect("config");
+        let log = dir.path().join("wasmop.log");
+        let out = std::fs::File::create(&log).expect("log file");
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .arg("run")
+            .arg("--config")
+            .arg(&file)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env("WASMOP_LOG", "info,wasmop=debug")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log file"))
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("wasmop run starts");
+        let mut host = Host {
+            child,
+            log,
+            metrics: String::new(),
+            _dir: dir,
+        };
+        let line = host
+            .wait_log("the metrics server to listen", |l| {
+                message(l) == "serving /metrics"
+            })
+            .await;
+        host.metrics = line["fields"]["address"].as_str().unwrap().to_owned();
+        host
+    }
+
+    /// Every JSON line the host has logged so far.
+    pub fn lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The log, for failure messages.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until a line matching `pred` is logged, and returns it.
+    pub async fn wait_log(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_lines(what, |lines| lines.iter().find(|l| pred(l)).cloned())
+            .await
+    }
+
+    /// Waits until `check` finds something in the log.
+    pub async fn wait_lines<T>(&mut self, what: &str, check: impl Fn(&[Value]) -> Option<T>) -> T {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(found) = check(&self.lines()) {
+                return found;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "wasmop run exited ({status}) while waiting for {what}; log:\n{}",
+                    self.log_text()
+                );
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("timed out waiting for {what}; log:\n{}", self.log_text());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        let mut stream = tokio::net::TcpStream::connect(&self.metrics)
+            .await
+            .expect("metrics connect");
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await
+            .expect("metrics request");
+        let mut body = String::new();
+        stream
+            .read_to_string(&mut body)
+            .await
+            .expect("metrics response");
+        body
+    }
+
+    /// The value of the sample line starting with `series` (`name{labels}`), 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(0.0)
+    }
+
+    /// Stops the host with SIGTERM-equivalent kill and waits for it.
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+/// A log line's message.
+pub fn message(line: &Value) -> &str {
+    line["fields"]["message"].as_str().unwrap_or("")
+}
+
+/// The object a log line's reconcile span is about.
+pub fn object_ref(line: &Value) -> &str {
+    line["span"]["object.ref"].as_str().unwrap_or("")
+}
+
+/// Reads a fixture file under `host/tests/fixtures/e2e`.
+pub fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/e2e")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
