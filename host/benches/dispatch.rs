@@ -13,6 +13,10 @@
 //! call (store, instance, call, teardown) apart from the guest's own work.
 //!
 //! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000).
+//!
+//! Measured on the 2-core development machine (2026-11, shared with other builds): native
+//! 11.4 µs, wasm 49.7 µs, do-nothing guest 11.3 µs (medians); overhead 38.3 µs (4.4×);
+//! compile ~0.5–0.9 s, cached load 1.1 ms. The goal of ≤ 5 µs overhead is not met.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
