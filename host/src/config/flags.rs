@@ -33,7 +33,7 @@ pub struct RunArgs {
     #[arg(long, env = "WASMOP_METRICS_ADDRESS", value_name = "ADDR")]
     pub metrics_address: Option<String>,
     /// Directory for precompiled plugin artefacts.
-    #[arg(long, env = "WASMOP_CACHE_DIR", value_name = "DIR")]
+    #[arg(long = "cache-dir", env = "WASMOP_CACHE_DIR", value_name = "DIR")]
     pub cache_directory: Option<PathBuf>,
     /// The host's own namespace (where it records plugins' finalizers).
     #[arg(long, env = "WASMOP_NAMESPACE")]
