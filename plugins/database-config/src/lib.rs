@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use wasmop_guest::{Action, Context, Info, Object, ReconcileError, Reconciler};
+use wasmop_guest::{Action, Context, Event, Info, Object, ReconcileError, Reconciler};
 use wasmop_guest::{condition, owned_meta, set_condition};
 
 #[derive(Serialize, Deserialize)]
@@ -76,10 +76,19 @@ impl Reconciler for DatabaseConfig {
         let message = format!("ConfigMap {name} is up to date");
         set_condition(
             &mut status.conditions,
-            condition("Ready", true, "ConfigApplied", message, db.generation()),
+            condition(
+                "Ready",
+                true,
+                "ConfigApplied",
+                message.clone(),
+                db.generation(),
+            ),
         );
         if status != old {
             ctx.update_status(&db, &status)?;
+            // Only on a change, so the Event records what happened to the Database, not
+            // every resync.
+            ctx.event(&db, Event::normal("ConfigApplied", "Apply", message))?;
         }
         Ok(Action::Done)
     }
