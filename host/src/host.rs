@@ -192,11 +192,8 @@ pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, Pl
         for component in components {
             let path = component.path.clone();
             // The settings depend on the name, which only `describe` tells: load with the
-            // defaults' limits first, then reload with the plugin's own if they differ.
-            let probe = match runtime
-                .load(component.bytes.clone(), LoadOptions::default())
-                .await
-            {
+            // defaults first, then apply the plugin's own (no second compilation).
+            let probe = match runtime.load(component.bytes, LoadOptions::default()).await {
                 Ok(p) => p,
                 Err(error) => {
                     tracing::error!(path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
@@ -226,7 +223,7 @@ pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, Pl
                 config: settings.config.clone(),
                 limits: Some(settings.limits.clone()),
             };
-            match runtime.load(component.bytes, options).await {
+            match probe.with_options(options) {
                 Ok(plugin) => {
                     tracing::info!(
                         plugin = %name,

@@ -341,6 +341,17 @@ impl Plugin {
         &self.inner.limits
     }
 
+    /// This version under other options (policy, settings, limits), without compiling it or
+    /// calling `describe` again: how the host applies the settings it finds under the name
+    /// `describe` returned.
+    ///
+    /// # Errors
+    /// The [`LoadError`]s of [`Runtime::load`] that depend on the options: settings that are
+    /// not an object, limits beyond the runtime's, permissions the policy refuses.
+    pub fn with_options(&self, options: LoadOptions) -> Result<Plugin, LoadError> {
+        loader::with_options(self, options)
+    }
+
     /// How loading went: size, compile or cache-load time.
     pub fn load_stats(&self) -> &LoadStats {
         &self.inner.stats

@@ -152,6 +152,44 @@ async fn settings_reach_the_plugin_through_config_get() {
 }
 
 #[tokio::test]
+async fn with_options_applies_settings_without_reloading() {
+    let rt = runtime();
+    let plugin = load(&rt, "well-behaved").await;
+    let limits = Limits {
+        deadline: Duration::from_secs(2),
+        ..test_limits()
+    };
+    let tuned = plugin
+        .with_options(LoadOptions {
+            config: json!({"requeueMs": 1500}),
+            limits: Some(limits.clone()),
+            ..LoadOptions::default()
+        })
+        .expect("same version, other options");
+    assert_eq!(tuned.digest(), plugin.digest());
+    assert_eq!(tuned.limits(), &limits);
+    let object = target("a", "1");
+    let outcome = tuned
+        .reconcile(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Action(Action::RequeueAfter(Duration::from_millis(1500)))
+    );
+    // The original keeps its own options.
+    healthy_call(&plugin, "b", "7").await;
+
+    let refused = plugin.with_options(LoadOptions {
+        config: json!(["not", "an", "object"]),
+        ..LoadOptions::default()
+    });
+    assert!(
+        matches!(refused, Err(LoadError::SettingsNotAnObject(_))),
+        "settings that are not an object are refused"
+    );
+}
+
+#[tokio::test]
 async fn cleanup_runs_the_cleanup_export() {
     let rt = runtime();
     let plugin = load(&rt, "well-behaved").await;

@@ -296,32 +296,7 @@ pub async fn load(
     options: LoadOptions,
 ) -> Result<super::Plugin, LoadError> {
     check_framing(&bytes)?;
-    let kind = match &options.config {
-        serde_json::Value::Object(_) => None,
-        serde_json::Value::Null => Some("null"),
-        serde_json::Value::Bool(_) => Some("a boolean"),
-        serde_json::Value::Number(_) => Some("a number"),
-        serde_json::Value::String(_) => Some("a string"),
-        serde_json::Value::Array(_) => Some("an array"),
-    };
-    if let Some(kind) = kind {
-        return Err(LoadError::SettingsNotAnObject(kind));
-    }
-    let limits = options
-        .limits
-        .clone()
-        .unwrap_or_else(|| runtime.inner.config.limits.clone());
-    if limits.memory > runtime.inner.config.limits.memory {
-        return Err(LoadError::Limits(format!(
-            "a memory limit of {} bytes exceeds the runtime's {} bytes",
-            limits.memory, runtime.inner.config.limits.memory
-        )));
-    }
-    if limits.fuel.is_some() && runtime.inner.config.limits.fuel.is_none() {
-        return Err(LoadError::Limits(
-            "a fuel budget needs a runtime configured with fuel".into(),
-        ));
-    }
+    let limits = check_options(runtime, &options)?;
     let digest = Digest::of(&bytes);
     let rt = runtime.clone();
     // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads.
@@ -351,6 +326,64 @@ pub async fn load(
             stats,
         }),
     })
+}
+
+/// The same plugin version under other options: no compilation and no `describe`, only the
+/// checks and grants that depend on the options. The host needs this because a plugin's
+/// settings are keyed by the name that only `describe` tells.
+pub fn with_options(
+    plugin: &super::Plugin,
+    options: LoadOptions,
+) -> Result<super::Plugin, LoadError> {
+    let inner = &plugin.inner;
+    let runtime = Runtime {
+        inner: inner.runtime.clone(),
+    };
+    let limits = check_options(&runtime, &options)?;
+    let grants = Grants::new(&inner.info, &options.policy)?;
+    Ok(super::Plugin {
+        inner: std::sync::Arc::new(PluginInner {
+            runtime: inner.runtime.clone(),
+            info: inner.info.clone(),
+            digest: inner.digest,
+            grants,
+            limits,
+            config_json: options.config.to_string(),
+            pre: inner.pre.clone(),
+            stats: inner.stats.clone(),
+        }),
+    })
+}
+
+/// Checks the options that do not depend on the component, and resolves its limits.
+fn check_options(runtime: &Runtime, options: &LoadOptions) -> Result<super::Limits, LoadError> {
+    let kind = match &options.config {
+        serde_json::Value::Object(_) => None,
+        serde_json::Value::Null => Some("null"),
+        serde_json::Value::Bool(_) => Some("a boolean"),
+        serde_json::Value::Number(_) => Some("a number"),
+        serde_json::Value::String(_) => Some("a string"),
+        serde_json::Value::Array(_) => Some("an array"),
+    };
+    if let Some(kind) = kind {
+        return Err(LoadError::SettingsNotAnObject(kind));
+    }
+    let limits = options
+        .limits
+        .clone()
+        .unwrap_or_else(|| runtime.inner.config.limits.clone());
+    if limits.memory > runtime.inner.config.limits.memory {
+        return Err(LoadError::Limits(format!(
+            "a memory limit of {} bytes exceeds the runtime's {} bytes",
+            limits.memory, runtime.inner.config.limits.memory
+        )));
+    }
+    if limits.fuel.is_some() && runtime.inner.config.limits.fuel.is_none() {
+        return Err(LoadError::Limits(
+            "a fuel budget needs a runtime configured with fuel".into(),
+        ));
+    }
+    Ok(limits)
 }
 
 #[cfg(test)]
