@@ -544,6 +544,24 @@ async fn status_only_change_does_not_rerun_the_plugin() {
     host.stop().await;
 }
 
+/// Waits until namespace-defaults has made its object of kind `K` in `namespace`.
+async fn wait_defaults_object<K>(env: &TestEnv, namespace: &str) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + serde::Serialize,
+{
+    let api: Api<K> = Api::namespaced(env.client(), namespace);
+    env.wait_for(&api, "namespace-defaults", "to be created", PATIENCE, |o| {
+        o.is_some()
+    })
+    .await
+    .unwrap();
+    api
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
     let env = TestEnv::start().await.unwrap();
@@ -559,39 +577,10 @@ async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
     ))
     .await
     .unwrap();
-    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
-        Api::namespaced(env.client(), &target);
-    env.wait_for(
-        &quotas,
-        "namespace-defaults",
-        "to be created",
-        PATIENCE,
-        |q| q.is_some(),
-    )
-    .await
-    .unwrap();
-    let limits: Api<k8s_openapi::api::core::v1::LimitRange> =
-        Api::namespaced(env.client(), &target);
-    env.wait_for(
-        &limits,
-        "namespace-defaults",
-        "to be created",
-        PATIENCE,
-        |l| l.is_some(),
-    )
-    .await
-    .unwrap();
-    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
-        Api::namespaced(env.client(), &target);
-    env.wait_for(
-        &policies,
-        "namespace-defaults",
-        "to be created",
-        PATIENCE,
-        |p| p.is_some(),
-    )
-    .await
-    .unwrap();
+    let quotas =
+        wait_defaults_object::<k8s_openapi::api::core::v1::ResourceQuota>(&env, &target).await;
+    wait_defaults_object::<k8s_openapi::api::core::v1::LimitRange>(&env, &target).await;
+    wait_defaults_object::<k8s_openapi::api::networking::v1::NetworkPolicy>(&env, &target).await;
     // An owned object deleted by hand comes back.
     quotas
         .delete("namespace-defaults", &DeleteParams::default())
