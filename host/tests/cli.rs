@@ -63,6 +63,27 @@ fn check_prints_what_a_plugin_declares() {
         )));
 }
 
+#[test]
+fn check_with_concurrency_probes_the_allocator_the_host_would_use() {
+    let plain = run(&["check", &guest("noop")]);
+    assert!(plain.status.success(), "{}", text(&plain.stderr));
+    assert!(
+        text(&plain.stdout).contains("engine:      on-demand allocator"),
+        "{}",
+        text(&plain.stdout)
+    );
+    // This machine (x86_64, 47-bit address space) can reserve a small pool.
+    let probed = run(&["check", "--concurrency", "4", &guest("noop")]);
+    assert!(probed.status.success(), "{}", text(&probed.stderr));
+    assert!(
+        text(&probed.stdout).contains("engine:      pooling allocator with 4 slots"),
+        "{}",
+        text(&probed.stdout)
+    );
+    let refused = run(&["check", "--concurrency", "0", &guest("noop")]);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+}
+
 fn check_fails(path: &str, reason: &str) {
     let out = run(&["check", path]);
     let stderr = text(&out.stderr);

@@ -7,13 +7,19 @@ use anyhow::Context as _;
 
 use super::{Exit, RawRuntime};
 use crate::plugin::{Mapping, PluginInfo};
-use crate::runtime::{LoadOptions, Plugin, Runtime, RuntimeConfig};
+use crate::runtime::{AllocatorChoice, AllocatorMode, LoadOptions, Plugin, Runtime, RuntimeConfig};
 
 /// Arguments of `wasmop check`.
 #[derive(Debug, clap::Args)]
 pub struct RawCheck {
     /// The plugin component (.wasm).
     file: PathBuf,
+    /// Build the engine as `wasmop run --concurrency N` would: probe the pooling allocator
+    /// for N concurrent calls, fall back to on-demand allocation where the machine cannot
+    /// reserve its address space, and print which one this machine gets. Without it, `check`
+    /// uses on-demand allocation (one load needs no pool).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    concurrency: Option<u32>,
     #[command(flatten)]
     runtime: RawRuntime,
 }
@@ -23,7 +29,7 @@ fn gvk(g: &kube::core::GroupVersionKind) -> String {
 }
 
 /// The human-readable summary `check` prints.
-pub fn render(file: &std::path::Path, plugin: &Plugin) -> String {
+pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
     let PluginInfo {
         name,
         version,
@@ -50,6 +56,7 @@ pub fn render(file: &std::path::Path, plugin: &Plugin) -> String {
         "load time:   {} ms ({how})",
         stats.compile_time.as_millis()
     );
+    let _ = writeln!(out, "engine:      {engine}");
     let _ = writeln!(out, "name:        {name}");
     let _ = writeln!(out, "version:     {version}");
     let _ = write!(out, "primary:     {}", gvk(primary));
@@ -110,9 +117,14 @@ fn list(items: impl Iterator<Item = String>) -> String {
 
 /// Runs `wasmop check`.
 pub async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
-    let mut config = RuntimeConfig::default()
-        .concurrency(1)
-        .allocator(crate::runtime::AllocatorChoice::OnDemand);
+    let mut config = match raw.concurrency {
+        Some(n) => RuntimeConfig::default()
+            .concurrency(n)
+            .allocator(AllocatorChoice::Auto),
+        None => RuntimeConfig::default()
+            .concurrency(1)
+            .allocator(AllocatorChoice::OnDemand),
+    };
     if let Some(dir) = raw.runtime.cache_dir {
         config = config.cache_dir(dir);
     }
@@ -121,6 +133,6 @@ pub async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
         .load_file(&raw.file, LoadOptions::default())
         .await
         .with_context(|| format!("{} is not a usable plugin", raw.file.display()))?;
-    print!("{}", render(&raw.file, &plugin));
+    print!("{}", render(&raw.file, &plugin, runtime.allocator()));
     Ok(Exit::Success)
 }
