@@ -89,7 +89,7 @@ async fn run(
     request: Request,
     entry: Entry,
 ) -> Outcome {
-    let limits = &plugin.limits;
+    let limits = &plugin.shared.limits;
     // Never fails: the semaphore lives as long as the runtime and is never closed.
     let Ok(_slot) = plugin.runtime.slots.acquire().await else {
         unreachable!("the instance-slot semaphore is never closed");
@@ -122,7 +122,11 @@ async fn run(
     let result = tokio::time::timeout(limits.deadline, call).await;
     let state = store.data();
     let printed = state.output.take();
-    wasi::forward(&printed, state.host.plugin.as_str(), limits.log_line_bytes);
+    wasi::forward(
+        &printed,
+        state.host.plugin().as_str(),
+        limits.log_line_bytes,
+    );
     let outcome = match result {
         Err(_elapsed) => Outcome::Timeout(Budget::WallClock(limits.deadline)),
         Ok(Err(error)) => failure(&error, state, &printed, limits),
@@ -140,7 +144,7 @@ async fn run(
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     // The span carries these too, but it is at INFO and may be filtered out: a failure must
     // name its plugin and object on its own.
-    let plugin_name = state.host.plugin.as_str();
+    let plugin_name = state.host.plugin().as_str();
     let object = request.target.to_string();
     match &outcome {
         Outcome::Action(_) => {
@@ -174,6 +178,9 @@ async fn run(
             );
         }
     }
+    // Dropping the instance returns its slot to the pool; the WASI context goes back to the
+    // plugin for its next call.
+    store.into_data().recycle(plugin);
     outcome
 }
 

@@ -70,7 +70,7 @@ impl CallState {
         if let Err(e) = self.authorize_ref(verb, &target) {
             return Ok(Err(to_wit_error(e)));
         }
-        let plugin = &self.host.plugin;
+        let plugin = self.host.plugin();
         let result = match verb {
             Verb::Create => cluster.create(value, plugin).await,
             _ => cluster.apply(value, plugin).await,
@@ -95,7 +95,7 @@ impl CallState {
         if let Err(e) = self.authorize_ref(verb, &target) {
             return Ok(Err(to_wit_error(e)));
         }
-        let plugin = &self.host.plugin;
+        let plugin = self.host.plugin();
         let result = if status {
             cluster.patch_status(&target, patch, plugin).await
         } else {
@@ -169,7 +169,7 @@ impl Host for CallState {
             return Ok(Err(to_wit_error(e)));
         }
         Ok(cluster
-            .delete(&target, &self.host.plugin)
+            .delete(&target, self.host.plugin())
             .await
             .map_err(to_wit_error))
     }
