@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::{config, events, kube, types};
 use crate::error::Error;
-use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode, from_json};
+use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode, from_json, json_text};
 
 /// A patch body, by patch type. Build the body with [`serde_json::json!`].
 #[derive(Debug, Clone, PartialEq)]
@@ -30,10 +30,10 @@ pub enum Patch {
 impl From<&Patch> for kube::PatchBody {
     fn from(patch: &Patch) -> Self {
         match patch {
-            Patch::Merge(body) => Self::Merge(body.to_string()),
-            Patch::Json(body) => Self::Json(body.to_string()),
-            Patch::Strategic(body) => Self::Strategic(body.to_string()),
-            Patch::Apply(body) => Self::Apply(body.to_string()),
+            Patch::Merge(body) => Self::Merge(json_text(body)),
+            Patch::Json(body) => Self::Json(json_text(body)),
+            Patch::Strategic(body) => Self::Strategic(json_text(body)),
+            Patch::Apply(body) => Self::Apply(json_text(body)),
         }
     }
 }

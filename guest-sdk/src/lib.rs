@@ -53,6 +53,9 @@ mod context;
 mod error;
 mod info;
 pub mod log;
+// Defines the C symbol `memcmp` on wasm32 (see the module's docs), which needs `unsafe`.
+#[allow(unsafe_code)]
+mod memcmp;
 mod object;
 mod owner;
 mod reconciler;

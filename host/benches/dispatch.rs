@@ -14,9 +14,9 @@
 //!
 //! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000).
 //!
-//! Measured on the 2-core development machine (2026-11-29, a CI build running beside it):
-//! native 11.95 µs, wasm 51.99 µs, do-nothing guest 12.08 µs (medians); overhead 40.04 µs
-//! (4.35×); compile 384 ms, cached load 1.16 ms. The goal of ≤ 5 µs overhead is not met.
+//! The figures measured on the 2-core development machine, and what the remaining cost is
+//! made of (from `perf` profiles of this benchmark), are in the README, section
+//! "Performance". The goal of ≤ 5 µs overhead is not met.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -306,9 +306,10 @@ pub(crate) struct PluginInner {
     runtime: Arc<RuntimeInner>,
     info: PluginInfo,
     digest: Digest,
-    grants: Grants,
-    limits: Limits,
-    config_json: String,
+    /// Name, grants, settings and limits, shared by every call.
+    shared: Arc<call::PluginShared>,
+    /// WASI contexts for reuse by this version's calls.
+    wasi: wasi::WasiPool,
     pre: bindings::PluginPre<CallState>,
     stats: LoadStats,
 }
@@ -333,12 +334,12 @@ impl Plugin {
 
     /// What it may do.
     pub fn grants(&self) -> &Grants {
-        &self.inner.grants
+        &self.inner.shared.grants
     }
 
     /// Its per-call limits.
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.inner.shared.limits
     }
 
     /// This version under other options (policy, settings, limits), without compiling it or

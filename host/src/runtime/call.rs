@@ -2,6 +2,10 @@
 //! WASI context, the resource limiter, the plugin's grants and budgets, and the cluster handle
 //! the host calls use. Flags recorded here (out of memory, breached limit, denial, timeout)
 //! let [`super::dispatch`] tell the outcome apart without parsing error text.
+//!
+//! What does not change between calls of one plugin version (its name, grants, settings and
+//! limits) is built once at load and shared ([`PluginShared`]), so starting a call copies a
+//! pointer rather than the grants' maps and the settings' text.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -86,18 +90,25 @@ impl ResourceLimiter for CallLimiter {
     }
 }
 
-/// What the host calls need: the plugin's identity, grants, settings and budgets.
-pub struct HostContext {
+/// What every call of one plugin version reads and none changes: built once at load.
+pub struct PluginShared {
     /// The plugin's name (for the field manager and log tags).
     pub plugin: PluginName,
-    grants: Grants,
-    /// The plugin's settings as JSON text.
+    /// What it may do.
+    pub grants: Grants,
+    /// Its settings as JSON text, returned by `config.get`.
     pub config_json: String,
+    /// Its per-call limits.
+    pub limits: Limits,
+}
+
+/// What the host calls need: the plugin's identity, grants, settings and budgets.
+pub struct HostContext {
+    shared: Arc<PluginShared>,
     /// The cluster; `None` while `describe` runs.
     pub cluster: Option<Arc<dyn Cluster>>,
     /// The object being reconciled, for log tags.
     pub target: Option<ObjectRef>,
-    limits: Limits,
     bytes_used: u64,
     calls_used: u32,
     log_lines_used: u32,
@@ -110,13 +121,23 @@ pub struct HostContext {
 }
 
 impl HostContext {
+    /// The plugin's name (for the field manager and log tags).
+    pub fn plugin(&self) -> &PluginName {
+        &self.shared.plugin
+    }
+
+    /// The plugin's settings as JSON text.
+    pub fn config_json(&self) -> &str {
+        &self.shared.config_json
+    }
+
     /// Charges bytes the guest passed to the host.
     pub fn charge_bytes(&mut self, bytes: usize) -> wasmtime::Result<()> {
         self.bytes_used = self
             .bytes_used
             .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
-        if self.bytes_used > self.limits.host_bytes {
-            let kind = LimitKind::HostBytes(self.limits.host_bytes);
+        if self.bytes_used > self.shared.limits.host_bytes {
+            let kind = LimitKind::HostBytes(self.shared.limits.host_bytes);
             self.breach = Some(kind);
             return Err(LimitBreach(kind).into());
         }
@@ -134,8 +155,8 @@ impl HostContext {
             return Err(HostCallDuringDescribe(call).into());
         };
         self.calls_used = self.calls_used.saturating_add(1);
-        if self.calls_used > self.limits.host_calls {
-            let kind = LimitKind::HostCalls(self.limits.host_calls);
+        if self.calls_used > self.shared.limits.host_calls {
+            let kind = LimitKind::HostCalls(self.shared.limits.host_calls);
             self.breach = Some(kind);
             return Err(LimitBreach(kind).into());
         }
@@ -165,9 +186,9 @@ impl HostContext {
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<(), ClusterError> {
-        if let Err(mut denial) = self.grants.check(verb, group, kind, namespace) {
+        if let Err(mut denial) = self.shared.grants.check(verb, group, kind, namespace) {
             denial.verb = call.to_owned();
-            tracing::warn!(plugin = %self.plugin, %denial, "denied host call");
+            tracing::warn!(plugin = %self.shared.plugin, %denial, "denied host call");
             let message = denial.to_string();
             self.denial.get_or_insert(denial);
             return Err(ClusterError::Denied(message));
@@ -177,7 +198,7 @@ impl HostContext {
 
     /// Whether one more log line may be forwarded; counts the dropped ones.
     pub fn take_log_line(&mut self) -> bool {
-        if self.log_lines_used < self.limits.log_lines {
+        if self.log_lines_used < self.shared.limits.log_lines {
             self.log_lines_used += 1;
             true
         } else {
@@ -188,7 +209,7 @@ impl HostContext {
 
     /// The cap on one log line.
     pub fn log_line_bytes(&self) -> usize {
-        self.limits.log_line_bytes
+        self.shared.limits.log_line_bytes
     }
 }
 
@@ -209,50 +230,51 @@ pub struct CallState {
 }
 
 impl CallState {
-    /// State for one call of `plugin`; `cluster` is `None` for `describe`.
+    /// State for one call of `plugin`, with a WASI context from its pool; `cluster` is
+    /// `None` for `describe`. Give the context back with [`CallState::recycle`].
     pub fn new(
         plugin: &PluginInner,
         cluster: Option<Arc<dyn Cluster>>,
         target: Option<ObjectRef>,
     ) -> Self {
-        Self::from_parts(
-            plugin.runtime.config.fixed_clock,
-            plugin.info.name.clone(),
-            plugin.grants.clone(),
-            plugin.config_json.clone(),
-            plugin.limits.clone(),
+        Self::with_io(
+            plugin.wasi.take(),
+            Arc::clone(&plugin.shared),
             cluster,
             target,
         )
     }
 
-    /// State from its parts (the loader has no [`PluginInner`] yet while describing).
+    /// State with a new WASI context (the loader has no [`PluginInner`] and no pool yet
+    /// while describing).
     pub fn from_parts(
         fixed_clock: Option<std::time::SystemTime>,
-        plugin: PluginName,
-        grants: Grants,
-        config_json: String,
-        limits: Limits,
+        shared: Arc<PluginShared>,
         cluster: Option<Arc<dyn Cluster>>,
         target: Option<ObjectRef>,
     ) -> Self {
-        let output = Captured::new(limits.output_bytes);
-        let wasi = super::wasi::context(&output, fixed_clock);
+        let io = super::wasi::CallIo::new(shared.limits.output_bytes, fixed_clock);
+        Self::with_io(io, shared, cluster, target)
+    }
+
+    fn with_io(
+        io: super::wasi::CallIo,
+        shared: Arc<PluginShared>,
+        cluster: Option<Arc<dyn Cluster>>,
+        target: Option<ObjectRef>,
+    ) -> Self {
         Self {
-            wasi,
+            wasi: io.wasi,
             table: ResourceTable::new(),
             limiter: CallLimiter {
-                memory: limits.memory,
+                memory: shared.limits.memory,
                 refused_growth: None,
             },
-            deadline: Instant::now() + limits.deadline,
+            deadline: Instant::now() + shared.limits.deadline,
             host: HostContext {
-                plugin,
-                grants,
-                config_json,
+                shared,
                 cluster,
                 target,
-                limits,
                 bytes_used: 0,
                 calls_used: 0,
                 log_lines_used: 0,
@@ -260,9 +282,19 @@ impl CallState {
                 denial: None,
                 breach: None,
             },
-            output,
+            output: io.output,
             timed_out: false,
         }
+    }
+
+    /// Ends the call: its WASI context and (emptied) output buffers go back to `plugin`'s
+    /// pool. Everything else the call held (resources, counters, the cluster handle) is
+    /// dropped here.
+    pub fn recycle(self, plugin: &PluginInner) {
+        plugin.wasi.give(super::wasi::CallIo {
+            wasi: self.wasi,
+            output: self.output,
+        });
     }
 }
 

@@ -2,7 +2,7 @@
 //! `info` record into a validated [`PluginInfo`].
 
 use super::bindings::{PluginPre, wasmop::plugin as wit};
-use super::call::CallState;
+use super::call::{CallState, PluginShared};
 use super::dispatch::{failure, new_store};
 use super::loader::LoadError;
 use super::outcome::Outcome;
@@ -51,12 +51,15 @@ pub async fn describe(
     };
     // A placeholder name for log tags until the plugin has said its own.
     let placeholder = PluginName::new("loading").map_err(DeclarationError::Name)?;
+    let shared = PluginShared {
+        plugin: placeholder,
+        grants: Grants::none(),
+        config_json: "{}".into(),
+        limits: limits.clone(),
+    };
     let state = CallState::from_parts(
         runtime.inner.config.fixed_clock,
-        placeholder,
-        Grants::none(),
-        "{}".into(),
-        limits.clone(),
+        std::sync::Arc::new(shared),
         None,
         None,
     );

@@ -11,11 +11,11 @@ use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 use super::PluginInner;
 use super::bindings::exports::wasmop::plugin::reconciler;
 use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
-use super::hostcalls::to_wit_ref;
+use super::hostcalls::{json_text, to_wit_ref};
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind};
 use super::wasi::{self, Printed};
 use super::{Limits, Request};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ObjectRef};
 
 /// Which export to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ async fn run(
     request: Request,
     entry: Entry,
 ) -> Outcome {
-    let limits = &plugin.limits;
+    let limits = &plugin.shared.limits;
     // Never fails: the semaphore lives as long as the runtime and is never closed.
     let Ok(_slot) = plugin.runtime.slots.acquire().await else {
         unreachable!("the instance-slot semaphore is never closed");
@@ -106,7 +106,7 @@ async fn run(
     };
     let wit_request = reconciler::Request {
         target: to_wit_ref(&request.target),
-        object: trimmed(request.object).to_string(),
+        object: json_text(&trimmed(request.object)),
     };
     let started = Instant::now();
     let call = async {
@@ -122,7 +122,11 @@ async fn run(
     let result = tokio::time::timeout(limits.deadline, call).await;
     let state = store.data();
     let printed = state.output.take();
-    wasi::forward(&printed, state.host.plugin.as_str(), limits.log_line_bytes);
+    wasi::forward(
+        &printed,
+        state.host.plugin().as_str(),
+        limits.log_line_bytes,
+    );
     let outcome = match result {
         Err(_elapsed) => Outcome::Timeout(Budget::WallClock(limits.deadline)),
         Ok(Err(error)) => failure(&error, state, &printed, limits),
@@ -138,15 +142,23 @@ async fn run(
         );
     }
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    // The span carries these too, but it is at INFO and may be filtered out: a failure must
-    // name its plugin and object on its own.
-    let plugin_name = state.host.plugin.as_str();
-    let object = request.target.to_string();
-    match &outcome {
+    log_outcome(&outcome, plugin, &request.target, elapsed_us);
+    // Dropping the instance returns its slot to the pool; the WASI context goes back to the
+    // plugin for its next call.
+    store.into_data().recycle(plugin);
+    outcome
+}
+
+/// Logs how a call ended. The span carries the plugin and object too, but it is at INFO and
+/// may be filtered out: a failure must name its plugin and object on its own. The object's
+/// name is formatted only if the event is enabled.
+fn log_outcome(outcome: &Outcome, plugin: &PluginInner, target: &ObjectRef, elapsed_us: u64) {
+    let plugin_name = plugin.shared.plugin.as_str();
+    match outcome {
         Outcome::Action(_) => {
             tracing::debug!(
                 plugin = plugin_name,
-                object,
+                object = %target,
                 outcome = outcome.label(),
                 elapsed_us,
                 "{outcome}"
@@ -156,7 +168,7 @@ async fn run(
             let backtrace = backtrace.join(" <- ");
             tracing::warn!(
                 plugin = plugin_name,
-                object,
+                object = %target,
                 outcome = outcome.label(),
                 elapsed_us,
                 backtrace,
@@ -167,14 +179,13 @@ async fn run(
         _ => {
             tracing::warn!(
                 plugin = plugin_name,
-                object,
+                object = %target,
                 outcome = outcome.label(),
                 elapsed_us,
                 "{outcome}"
             );
         }
     }
-    outcome
 }
 
 fn returned_outcome(

@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use wasmtime::component::Component;
 
 use super::bindings::PluginPre;
+use super::call::{CallState, PluginShared};
 use super::describe::{DeclarationError, describe};
 use super::outcome::Outcome;
+use super::wasi::WasiPool;
 use super::{LoadOptions, PluginInner, Runtime};
-use crate::plugin::Digest;
+use crate::plugin::{Digest, PluginInfo};
 use crate::policy::{Grants, PolicyError};
 
 /// The `wasmop:plugin` version this host implements.
@@ -312,19 +314,21 @@ pub async fn load(
     let pre = PluginPre::new(instance_pre).map_err(LoadError::MissingExports)?;
     let info = describe(runtime, &pre, &limits).await?;
     let grants = Grants::new(&info, &options.policy)?;
-    let config_json = options.config.to_string();
     tracing::info!(plugin = %info.name, version = %info.version, digest = %digest.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, "plugin loaded");
     Ok(super::Plugin {
-        inner: std::sync::Arc::new(PluginInner {
-            runtime: runtime.inner.clone(),
+        inner: std::sync::Arc::new(plugin_inner(
+            runtime,
+            PluginShared {
+                plugin: info.name.clone(),
+                grants,
+                config_json: options.config.to_string(),
+                limits,
+            },
             info,
             digest,
-            grants,
-            limits,
-            config_json,
             pre,
             stats,
-        }),
+        )),
     })
 }
 
@@ -342,17 +346,47 @@ pub fn with_options(
     let limits = check_options(&runtime, &options)?;
     let grants = Grants::new(&inner.info, &options.policy)?;
     Ok(super::Plugin {
-        inner: std::sync::Arc::new(PluginInner {
-            runtime: inner.runtime.clone(),
-            info: inner.info.clone(),
-            digest: inner.digest,
-            grants,
-            limits,
-            config_json: options.config.to_string(),
-            pre: inner.pre.clone(),
-            stats: inner.stats.clone(),
-        }),
+        inner: std::sync::Arc::new(plugin_inner(
+            &runtime,
+            PluginShared {
+                plugin: inner.info.name.clone(),
+                grants,
+                config_json: options.config.to_string(),
+                limits,
+            },
+            inner.info.clone(),
+            inner.digest,
+            inner.pre.clone(),
+            inner.stats.clone(),
+        )),
     })
+}
+
+/// A plugin version ready for calls: what its calls share, and an empty pool of WASI
+/// contexts for them.
+fn plugin_inner(
+    runtime: &Runtime,
+    shared: PluginShared,
+    info: PluginInfo,
+    digest: Digest,
+    pre: PluginPre<CallState>,
+    stats: LoadStats,
+) -> PluginInner {
+    let config = &runtime.inner.config;
+    let wasi = WasiPool::new(
+        shared.limits.output_bytes,
+        config.fixed_clock,
+        config.concurrency as usize,
+    );
+    PluginInner {
+        runtime: runtime.inner.clone(),
+        shared: std::sync::Arc::new(shared),
+        info,
+        digest,
+        wasi,
+        pre,
+        stats,
+    }
 }
 
 /// Checks the options that do not depend on the component, and resolves its limits.

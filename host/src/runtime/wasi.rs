@@ -2,6 +2,16 @@
 //! environment or arguments, no stdin. stdout and stderr go to capped in-memory buffers that
 //! are forwarded to tracing (tagged with the plugin's name) after each call; what exceeds the
 //! cap is dropped silently for the guest, so printing can never trap it or grow host memory.
+//!
+//! Building a [`WasiCtx`] seeds three random generators twice over (the builder makes a
+//! fresh default of itself when it builds), which is a measurable part of a call's fixed
+//! cost. So each plugin keeps a small [`WasiPool`] of finished contexts with their output
+//! buffers, and a call takes one and gives it back. Nothing a guest can do changes a context
+//! for the next call: it holds no files, sockets, environment or arguments, the streams'
+//! buffers are emptied when the output is collected, and the resources a guest opened live
+//! in the call's own table, dropped with its store. What carries over is the state of the
+//! insecure random generator and its seed, which WASI allows to be deterministic, and the
+//! origin of the monotonic clock, which WASI leaves unspecified.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,7 +37,7 @@ impl HostWallClock for FixedClock {
 
 /// Builds a call's WASI context, writing stdout and stderr into `output`, with a stopped
 /// wall clock when `fixed_clock` is set.
-pub fn context(output: &Captured, fixed_clock: Option<SystemTime>) -> WasiCtx {
+fn context(output: &Captured, fixed_clock: Option<SystemTime>) -> WasiCtx {
     let mut b = WasiCtxBuilder::new();
     if let Some(at) = fixed_clock {
         b.wall_clock(FixedClock(
@@ -40,6 +50,68 @@ pub fn context(output: &Captured, fixed_clock: Option<SystemTime>) -> WasiCtx {
         .allow_udp(false)
         .allow_ip_name_lookup(false);
     b.build()
+}
+
+/// A WASI context and the buffers its stdout and stderr write into.
+pub struct CallIo {
+    /// The context.
+    pub wasi: WasiCtx,
+    /// Its stdout and stderr.
+    pub output: Captured,
+}
+
+impl CallIo {
+    /// A new context whose streams keep `output_cap` bytes each.
+    pub fn new(output_cap: usize, fixed_clock: Option<SystemTime>) -> Self {
+        let output = Captured::new(output_cap);
+        let wasi = context(&output, fixed_clock);
+        Self { wasi, output }
+    }
+}
+
+/// Finished [`CallIo`]s of one plugin version, for reuse by its later calls.
+pub struct WasiPool {
+    output_cap: usize,
+    fixed_clock: Option<SystemTime>,
+    /// At most the runtime's concurrency: no more calls than that hold one at once.
+    max: usize,
+    // A std mutex: held only to push or pop, never across an await.
+    free: Mutex<Vec<CallIo>>,
+}
+
+impl WasiPool {
+    /// An empty pool of contexts with `output_cap`-byte streams, keeping at most `max`.
+    pub fn new(output_cap: usize, fixed_clock: Option<SystemTime>, max: usize) -> Self {
+        Self {
+            output_cap,
+            fixed_clock,
+            max,
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A context for one call: a kept one, or a new one when none is free.
+    pub fn take(&self) -> CallIo {
+        let kept = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        kept.unwrap_or_else(|| CallIo::new(self.output_cap, self.fixed_clock))
+    }
+
+    /// Returns a context after its call. Its output must have been taken; what is left is
+    /// dropped, so no call ever sees another's output.
+    pub fn give(&self, io: CallIo) {
+        let _ = io.output.take();
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if free.len() < self.max {
+            free.push(io);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -233,6 +305,30 @@ mod tests {
         assert_eq!(p.stdout, "01234567");
         assert_eq!(p.stderr, "ab");
         assert_eq!(p.dropped, 2);
+    }
+
+    #[test]
+    fn a_reused_context_starts_with_empty_output() {
+        let pool = WasiPool::new(8, None, 1);
+        let io = pool.take();
+        io.output.stdout.push(b"secret");
+        io.output.stderr.push(b"0123456789");
+        pool.give(io);
+        let again = pool.take();
+        let p = again.output.take();
+        assert_eq!(
+            (p.stdout.as_str(), p.stderr.as_str(), p.dropped),
+            ("", "", 0)
+        );
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_maximum() {
+        let pool = WasiPool::new(8, None, 1);
+        let (a, b) = (pool.take(), pool.take());
+        pool.give(a);
+        pool.give(b);
+        assert_eq!(pool.free.lock().map(|f| f.len()).unwrap_or_default(), 1);
     }
 
     #[test]

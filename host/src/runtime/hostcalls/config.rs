@@ -5,6 +5,6 @@ use crate::runtime::call::CallState;
 
 impl Host for CallState {
     async fn get(&mut self) -> wasmtime::Result<String> {
-        Ok(self.host.config_json.clone())
+        Ok(self.host.config_json().to_owned())
     }
 }

@@ -40,7 +40,7 @@ impl Host for CallState {
             note: cut(&e.note, NOTE_BYTES).to_owned(),
         };
         Ok(cluster
-            .emit_event(event, &self.host.plugin)
+            .emit_event(event, self.host.plugin())
             .await
             .map_err(to_wit_error))
     }

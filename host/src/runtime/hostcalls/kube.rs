@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::wit::kube::{Host, PatchBody as WitPatch};
 use super::wit::types::{Gvk, KubeError, ObjectRef as WitObjectRef};
-use super::{from_wit_gvk, from_wit_ref, ref_len, to_wit_error};
+use super::{from_wit_gvk, from_wit_ref, json_text, ref_len, to_wit_error};
 use crate::cluster::{ClusterError, ObjectRef, Patch};
 use crate::plugin::Verb;
 use crate::runtime::call::CallState;
@@ -70,12 +70,12 @@ impl CallState {
         if let Err(e) = self.authorize_ref(verb, &target) {
             return Ok(Err(to_wit_error(e)));
         }
-        let plugin = &self.host.plugin;
+        let plugin = self.host.plugin();
         let result = match verb {
             Verb::Create => cluster.create(value, plugin).await,
             _ => cluster.apply(value, plugin).await,
         };
-        Ok(result.map(|v| v.to_string()).map_err(to_wit_error))
+        Ok(result.map(|v| json_text(&v)).map_err(to_wit_error))
     }
 
     async fn patch_object(
@@ -95,13 +95,13 @@ impl CallState {
         if let Err(e) = self.authorize_ref(verb, &target) {
             return Ok(Err(to_wit_error(e)));
         }
-        let plugin = &self.host.plugin;
+        let plugin = self.host.plugin();
         let result = if status {
             cluster.patch_status(&target, patch, plugin).await
         } else {
             cluster.patch(&target, patch, plugin).await
         };
-        Ok(result.map(|v| v.to_string()).map_err(to_wit_error))
+        Ok(result.map(|v| json_text(&v)).map_err(to_wit_error))
     }
 }
 
@@ -115,7 +115,7 @@ impl Host for CallState {
         Ok(cluster
             .get(&target)
             .await
-            .map(|v| v.to_string())
+            .map(|v| json_text(&v))
             .map_err(to_wit_error))
     }
 
@@ -141,7 +141,7 @@ impl Host for CallState {
         Ok(cluster
             .list(&kind, namespace.as_deref(), label_selector.as_deref())
             .await
-            .map(|items| items.iter().map(Value::to_string).collect())
+            .map(|items| items.iter().map(json_text).collect())
             .map_err(to_wit_error))
     }
 
@@ -169,7 +169,7 @@ impl Host for CallState {
             return Ok(Err(to_wit_error(e)));
         }
         Ok(cluster
-            .delete(&target, &self.host.plugin)
+            .delete(&target, self.host.plugin())
             .await
             .map_err(to_wit_error))
     }

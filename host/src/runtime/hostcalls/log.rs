@@ -13,7 +13,7 @@ impl Host for CallState {
             return Ok(());
         }
         let line = cut(&message, self.host.log_line_bytes());
-        let plugin = self.host.plugin.as_str();
+        let plugin = self.host.plugin().as_str();
         let object = self
             .host
             .target
