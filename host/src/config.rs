@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use self::raw::{RawConfig, RawGrant, RawPluginSettings, RawQuantity};
+use self::raw::{RawConfig, RawGrant, RawLeaderElection, RawPluginSettings, RawQuantity};
 use self::units::{UnitError, parse_duration, parse_quantity};
 use crate::plugin::{Permission, PluginName, PluginNameError, Verb};
 use crate::runtime::Limits;
@@ -30,6 +30,20 @@ pub const DEFAULT_PLUGIN_CONCURRENCY: u16 = 4;
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
 /// `/metrics` on port 9090 of every interface, where Prometheus' conventions expect it.
 pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9090";
+/// `/healthz`, `/readyz` and `/status` on port 8081, controller-runtime's probe port.
+pub const DEFAULT_HEALTH_ADDRESS: &str = "0.0.0.0:8081";
+/// Running reconciles get 30 s after SIGTERM: Kubernetes' default termination grace period.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The Lease that leader election holds unless the config names another.
+pub const DEFAULT_LEASE_NAME: &str = "wasmop-leader";
+/// controller-runtime's defaults: a standby takes over at most 15 s after the leader
+/// disappears; the leader gives up after 10 s without a successful renewal (before its lease
+/// can have expired for the others); each try is 2 s apart.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// See [`DEFAULT_LEASE_DURATION`].
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// See [`DEFAULT_LEASE_DURATION`].
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// The host's namespace when neither the config nor `POD_NAMESPACE` names one: where
 /// `deploy/` installs it.
 pub const DEFAULT_NAMESPACE: &str = "wasmop-system";
@@ -51,6 +65,21 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// Leader election settings, validated: `lease_duration > renew_deadline > retry_period > 0`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// The Lease's name.
+    pub lease_name: String,
+    /// The Lease's namespace.
+    pub lease_namespace: String,
+    /// How long a lease is valid after its last renewal.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leadership.
+    pub renew_deadline: Duration,
+    /// How often acquiring or renewing is tried.
+    pub retry_period: Duration,
 }
 
 /// What the operator allows one plugin, validated.
@@ -81,6 +110,12 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Where `/metrics` is served; `None` disables it.
     pub metrics_address: Option<SocketAddr>,
+    /// Where `/healthz`, `/readyz` and `/status` are served; `None` disables it.
+    pub health_address: Option<SocketAddr>,
+    /// How long running reconciles get to finish after a shutdown signal.
+    pub shutdown_timeout: Duration,
+    /// Leader election; `None` when disabled (this host always reconciles).
+    pub leader_election: Option<LeaderElection>,
     /// Where precompiled artefacts are kept.
     pub cache_directory: Option<PathBuf>,
     /// The host's own namespace.
@@ -211,15 +246,21 @@ impl Config {
                 ));
             }
         };
-        let metrics_address = match raw.metrics_address.as_deref() {
-            Some("") => None,
-            other => Some(
-                other
-                    .unwrap_or(DEFAULT_METRICS_ADDRESS)
-                    .parse::<SocketAddr>()
-                    .map_err(|e| value_error("metricsAddress", format!("not `host:port`: {e}")))?,
-            ),
-        };
+        let metrics_address = address(
+            "metricsAddress",
+            raw.metrics_address.as_deref(),
+            DEFAULT_METRICS_ADDRESS,
+        )?;
+        let health_address = address(
+            "healthAddress",
+            raw.health_address.as_deref(),
+            DEFAULT_HEALTH_ADDRESS,
+        )?;
+        let shutdown_timeout = duration_or(
+            "shutdownTimeout",
+            raw.shutdown_timeout.as_deref(),
+            DEFAULT_SHUTDOWN_TIMEOUT,
+        )?;
         let namespace = raw
             .namespace
             .clone()
@@ -242,6 +283,10 @@ impl Config {
                 source,
             })?,
         };
+        let leader_election = match &raw.leader_election {
+            Some(le) if le.enabled.unwrap_or(false) => Some(leader_election(le, &namespace)?),
+            _ => None,
+        };
         let raw_defaults = raw.defaults.unwrap_or_default();
         let defaults = settings("defaults", &raw_defaults, &RawPluginSettings::default())?;
         let mut plugins = BTreeMap::new();
@@ -260,6 +305,9 @@ impl Config {
             resync_period,
             log_format,
             metrics_address,
+            health_address,
+            shutdown_timeout,
+            leader_election,
             cache_directory: raw.cache_directory.map(PathBuf::from),
             namespace,
             orphaned_finalizer_grace,
@@ -288,6 +336,117 @@ impl Config {
             .max()
             .unwrap_or(self.defaults.limits.memory)
     }
+}
+
+/// A `host:port` address, the default when absent, `None` when `""`.
+fn address(
+    field: &str,
+    raw: Option<&str>,
+    default: &str,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    match raw {
+        Some("") => Ok(None),
+        other => other
+            .unwrap_or(default)
+            .parse::<SocketAddr>()
+            .map(Some)
+            .map_err(|e| value_error(field, format!("not `host:port`: {e}"))),
+    }
+}
+
+/// A duration, or the default when absent.
+fn duration_or(field: &str, raw: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(text) => parse_duration(text).map_err(|source| ConfigError::Unit {
+            field: field.into(),
+            source,
+        }),
+    }
+}
+
+/// Validates the leader election settings, as client-go does: the leader must give up
+/// (renew deadline) before its lease can expire for the others (lease duration), and must be
+/// able to try more than once within the deadline.
+fn leader_election(
+    raw: &RawLeaderElection,
+    namespace: &str,
+) -> Result<LeaderElection, ConfigError> {
+    let lease_name = raw
+        .lease_name
+        .clone()
+        .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_owned());
+    if PluginName::new(lease_name.clone()).is_err() {
+        return Err(value_error(
+            "leaderElection.leaseName",
+            format!("`{lease_name}` is not a Lease name (lowercase letters, digits and `-`)"),
+        ));
+    }
+    let lease_namespace = raw
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| namespace.to_owned());
+    if PluginName::new(lease_namespace.clone()).is_err() {
+        return Err(value_error(
+            "leaderElection.leaseNamespace",
+            format!("`{lease_namespace}` is not a namespace name"),
+        ));
+    }
+    let lease_duration = duration_or(
+        "leaderElection.leaseDuration",
+        raw.lease_duration.as_deref(),
+        DEFAULT_LEASE_DURATION,
+    )?;
+    let renew_deadline = duration_or(
+        "leaderElection.renewDeadline",
+        raw.renew_deadline.as_deref(),
+        DEFAULT_RENEW_DEADLINE,
+    )?;
+    let retry_period = duration_or(
+        "leaderElection.retryPeriod",
+        raw.retry_period.as_deref(),
+        DEFAULT_RETRY_PERIOD,
+    )?;
+    if lease_duration.as_secs() < 1 || lease_duration.subsec_millis() != 0 {
+        return Err(value_error(
+            "leaderElection.leaseDuration",
+            "must be a whole number of seconds, at least 1s (a Lease counts in seconds)",
+        ));
+    }
+    if retry_period.is_zero() {
+        return Err(value_error(
+            "leaderElection.retryPeriod",
+            "must be more than 0s",
+        ));
+    }
+    if renew_deadline >= lease_duration {
+        return Err(value_error(
+            "leaderElection.renewDeadline",
+            format!(
+                "{} ms is not shorter than leaseDuration ({} ms): a leader could still act after                  its lease expired",
+                renew_deadline.as_millis(),
+                lease_duration.as_millis()
+            ),
+        ));
+    }
+    // client-go's rule: the deadline must leave room for more than one jittered retry.
+    if renew_deadline.as_millis() * 10 <= retry_period.as_millis() * 12 {
+        return Err(value_error(
+            "leaderElection.retryPeriod",
+            format!(
+                "{} ms leaves no room for a second try within renewDeadline ({} ms); make it                  shorter than renewDeadline / 1.2",
+                retry_period.as_millis(),
+                renew_deadline.as_millis()
+            ),
+        ));
+    }
+    Ok(LeaderElection {
+        lease_name,
+        lease_namespace,
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    })
 }
 
 /// Validates one plugin's settings, field by field falling back to `defaults`.
@@ -511,9 +670,70 @@ mod tests {
     }
 
     #[test]
+    fn leader_election_is_off_by_default_and_takes_controller_runtime_defaults() {
+        let c = parse("").expect("valid");
+        assert_eq!(c.leader_election, None);
+        assert_eq!(c.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(
+            c.health_address,
+            Some("0.0.0.0:8081".parse().expect("addr"))
+        );
+        let c = parse("namespace: ops\nleaderElection: {enabled: true}\n").expect("valid");
+        assert_eq!(
+            c.leader_election,
+            Some(LeaderElection {
+                lease_name: "wasmop-leader".into(),
+                lease_namespace: "ops".into(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            })
+        );
+    }
+
+    #[test]
+    fn leader_election_timings_that_allow_split_brain_are_refused() {
+        let err =
+            parse("leaderElection: {enabled: true, leaseDuration: 10s, renewDeadline: 10s}\n")
+                .expect_err("deadline");
+        assert!(
+            err.to_string()
+                .starts_with("`leaderElection.renewDeadline` is invalid"),
+            "{err}"
+        );
+        let err = parse("leaderElection: {enabled: true, renewDeadline: 2s, retryPeriod: 2s}\n")
+            .expect_err("retry");
+        assert!(
+            err.to_string()
+                .starts_with("`leaderElection.retryPeriod` is invalid"),
+            "{err}"
+        );
+        let err =
+            parse("leaderElection: {enabled: true, leaseDuration: 1500ms}\n").expect_err("seconds");
+        assert!(
+            err.to_string()
+                .starts_with("`leaderElection.leaseDuration`"),
+            "{err}"
+        );
+        let err =
+            parse("leaderElection: {enabled: true, leaseName: Bad_Name}\n").expect_err("name");
+        assert!(
+            err.to_string().contains("`Bad_Name` is not a Lease name"),
+            "{err}"
+        );
+        let err = parse("shutdownTimeout: soon\n").expect_err("timeout");
+        assert!(
+            err.to_string().starts_with("`shutdownTimeout` is invalid"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn zero_resync_disables_it_and_empty_metrics_address_disables_the_server() {
-        let c = parse("resyncPeriod: 0s\nmetricsAddress: \"\"\n").expect("valid");
+        let c =
+            parse("resyncPeriod: 0s\nmetricsAddress: \"\"\nhealthAddress: \"\"\n").expect("valid");
         assert_eq!(c.resync_period, None);
         assert_eq!(c.metrics_address, None);
+        assert_eq!(c.health_address, None);
     }
 }
