@@ -1,0 +1,395 @@
+//! Operations end to end, on the real control plane with the host as the real binary: leader
+//! election between hosts (only the leader writes; a standby takes over after a crash within
+//! the lease duration plus a margin, and at once after a graceful shutdown), `/metrics` with
+//! controller-runtime's names after a run, `/readyz` only after the caches sync, `wasmop
+//! status`, and a SIGTERM in the middle of a burst that loses no object.
+
+#![allow(clippy::unwrap_used)]
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Host, PATIENCE, fixture, message, object_ref};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+use tokio::time::Instant;
+use wasmop_testenv::TestEnv;
+
+async fn test_kinds(env: &TestEnv) {
+    env.apply_yaml(&fixture("target-crd.yaml"))
+        .await
+        .expect("Target CRD");
+    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
+        .await
+        .expect("test plugins' RBAC");
+}
+
+async fn create_target(env: &TestEnv, name: &str, value: &str) {
+    env.apply_yaml(&format!(
+        "apiVersion: wasmop.test/v1\nkind: Target\nmetadata:\n  name: {name}\nspec:\n  value: \"{value}\"\n"
+    ))
+    .await
+    .expect("Target created");
+}
+
+async fn wait_mirrored(env: &TestEnv, name: &str, value: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let want = value.to_owned();
+    env.wait_for(
+        &api,
+        &format!("{name}-mirror"),
+        "to mirror the Target",
+        PATIENCE,
+        |cm| {
+            cm.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("value"))
+                == Some(&want)
+        },
+    )
+    .await
+    .unwrap();
+}
+
+fn reconciled(lines: &[Value], name: &str) -> bool {
+    lines.iter().any(|l| {
+        object_ref(l).ends_with(&format!("/{name}")) && message(l) == "reconcile succeeded"
+    })
+}
+
+fn any_reconcile(lines: &[Value]) -> bool {
+    lines.iter().any(|l| message(l) == "reconcile succeeded")
+}
+
+fn is_leader(l: &Value) -> bool {
+    message(l) == "became the leader"
+}
+
+/// controller-runtime's defaults; the e2e run proves them, not shortened ones.
+const LEASE: Duration = Duration::from_secs(15);
+
+fn elected(env: &TestEnv) -> String {
+    format!(
+        "resyncPeriod: 0s\nleaderElection: {{enabled: true, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}}\nplugins:\n  well-behaved:\n    namespaces: [{}]\n",
+        env.namespace()
+    )
+}
+
+async fn wait_standby(host: &mut Host) {
+    host.wait_log("the standby's caches to sync", |l| {
+        message(l) == "plugin caches synced" && l["fields"]["leading"] == false
+    })
+    .await;
+    let (code, body) = host.probe("/readyz").await;
+    assert_eq!(code, 200, "a standby with warm caches is ready: {body}");
+    assert!(body.contains("leadership: standby"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_leader_reconciles_and_a_standby_takes_over_after_a_graceful_stop_and_a_crash() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let config = elected(&env);
+
+    let mut a = Host::start(&env, &["well-behaved"], &config).await;
+    a.wait_log("host a to lead", is_leader).await;
+    let mut b = Host::start(&env, &["well-behaved"], &config).await;
+    wait_standby(&mut b).await;
+
+    create_target(&env, "one", "1").await;
+    wait_mirrored(&env, "one", "1").await;
+    assert!(
+        reconciled(&a.lines(), "one"),
+        "the leader reconciled: {}",
+        a.log_text()
+    );
+    assert!(
+        !any_reconcile(&b.lines()),
+        "the standby reconciled: {}",
+        b.log_text()
+    );
+    assert_eq!(
+        a.metric(r#"leader_election_master_status{name="wasmop-leader"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        b.metric(r#"leader_election_master_status{name="wasmop-leader"}"#)
+            .await,
+        0.0
+    );
+
+    // Graceful: A drains, releases the Lease and exits 0; B takes over well before the lease
+    // could have expired (which would take at least LEASE after A's last renewal).
+    a.terminate().await;
+    let status = a.wait_exit().await;
+    let stopped = Instant::now();
+    assert!(
+        status.success(),
+        "SIGTERM exits 0, got {status}; log:\n{}",
+        a.log_text()
+    );
+    assert!(
+        a.lines()
+            .iter()
+            .any(|l| message(l) == "released the leader lease"),
+        "{}",
+        a.log_text()
+    );
+    b.wait_log("host b to lead", is_leader).await;
+    let takeover = stopped.elapsed();
+    eprintln!("takeover after a graceful shutdown: {takeover:?}");
+    assert!(
+        takeover < LEASE - Duration::from_secs(5),
+        "after a release the standby takes over at its next retry, took {takeover:?}"
+    );
+    create_target(&env, "two", "2").await;
+    wait_mirrored(&env, "two", "2").await;
+    assert!(reconciled(&b.lines(), "two"), "{}", b.log_text());
+
+    // Crash: B is killed without releasing; C waits for the lease to expire, no sooner.
+    let mut c = Host::start(&env, &["well-behaved"], &config).await;
+    wait_standby(&mut c).await;
+    b.stop().await;
+    let killed = Instant::now();
+    c.wait_log("host c to lead", is_leader).await;
+    let takeover = killed.elapsed();
+    eprintln!("takeover after a crash: {takeover:?} (lease duration {LEASE:?})");
+    // B renewed at most a retry period (2 s, plus the request's latency) before it died, so
+    // its lease ran at least LEASE - 2 s more; a standby must not start before that (no split
+    // brain; 3 s of margin for latency), and takes over within a retry period (with jitter)
+    // of it, plus a margin for this loaded machine.
+    assert!(
+        takeover >= LEASE - Duration::from_secs(5),
+        "the standby took over before the crashed leader's lease expired: {takeover:?}"
+    );
+    assert!(
+        takeover <= LEASE + Duration::from_secs(20),
+        "the standby took {takeover:?} to take over after a crash"
+    );
+    create_target(&env, "three", "3").await;
+    wait_mirrored(&env, "three", "3").await;
+    assert!(reconciled(&c.lines(), "three"), "{}", c.log_text());
+    c.stop().await;
+}
+
+fn series(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no `{prefix}` in /metrics:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readyz_waits_for_synced_caches_and_metrics_and_status_report_the_run() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let config = format!(
+        "resyncPeriod: 0s\nplugins:\n  well-behaved:\n    namespaces: [{ns}]\n  panic:\n    namespaces: [{ns}]\n",
+        ns = env.namespace()
+    );
+    let mut host = Host::start(&env, &["well-behaved", "panic"], &config).await;
+    let (code, body) = host.probe("/healthz").await;
+    assert_eq!((code, body.as_str()), (200, "ok\n"));
+    // Every answer before the first 200 is a 503 that says why; at the first 200, every
+    // plugin's caches have synced (the log says so before readiness can flip).
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (code, body) = host.probe("/readyz").await;
+        if code == 200 {
+            assert_eq!(body, "ready\nleadership: disabled\n");
+            let synced = host
+                .lines()
+                .iter()
+                .filter(|l| message(l) == "plugin caches synced")
+                .count();
+            assert_eq!(
+                synced,
+                2,
+                "ready before both plugins synced: {}",
+                host.log_text()
+            );
+            break;
+        }
+        assert_eq!(code, 503, "{body}");
+        assert!(body.starts_with("not ready: "), "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "never ready: {body}\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    create_target(&env, "m", "1").await;
+    wait_mirrored(&env, "m", "1").await;
+    host.wait_log("the panic plugin to trap", |l| {
+        l["fields"]["outcome"] == "trap" && object_ref(l).ends_with("/m")
+    })
+    .await;
+    let text = host.metrics().await;
+    let ok = r#"{controller="well-behaved"#;
+    assert!(
+        series(
+            &text,
+            &format!(r#"controller_runtime_reconcile_total{ok}",result="success"}}"#)
+        ) >= 1.0
+    );
+    assert!(
+        series(
+            &text,
+            &format!("controller_runtime_reconcile_time_seconds_count{ok}\"}}")
+        ) >= 1.0
+    );
+    assert_eq!(
+        series(
+            &text,
+            &format!("controller_runtime_max_concurrent_reconciles{ok}\"}}")
+        ),
+        4.0
+    );
+    assert_eq!(
+        series(&text, &format!("controller_runtime_active_workers{ok}\"}}")),
+        0.0
+    );
+    assert!(
+        series(
+            &text,
+            r#"workqueue_work_duration_seconds_count{name="well-behaved"}"#
+        ) >= 1.0
+    );
+    let bad = r#"{controller="panic"}"#;
+    assert!(
+        series(
+            &text,
+            &format!("controller_runtime_reconcile_panics_total{bad}")
+        ) >= 1.0
+    );
+    assert!(
+        series(
+            &text,
+            &format!("controller_runtime_reconcile_errors_total{bad}")
+        ) >= 1.0
+    );
+    assert!(
+        series(
+            &text,
+            r#"controller_runtime_reconcile_total{controller="panic",result="error"}"#
+        ) >= 1.0
+    );
+    assert!(series(&text, r#"workqueue_retries_total{name="panic"}"#) >= 1.0);
+    assert!(
+        series(
+            &text,
+            r#"wasmop_plugin_aborts_total{plugin="panic",cause="trap"}"#
+        ) >= 1.0
+    );
+    assert!(
+        text.lines().any(|l| l
+            .starts_with(r#"wasmop_plugin_info{plugin="well-behaved",version="0.1.0",digest=""#)
+            && l.ends_with(" 1")),
+        "{text}"
+    );
+    assert!(
+        series(
+            &text,
+            r#"wasmop_plugin_load_seconds_count{plugin="well-behaved",from_cache="false"}"#
+        ) >= 1.0
+    );
+    assert!(
+        !text.contains("m-mirror") && !text.contains("\"m\""),
+        "object names in labels:\n{text}"
+    );
+
+    // `wasmop status` reads the same host.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["status", "--address", host.health_address()])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("host: ready (leader election off)\n"),
+        "{stdout}"
+    );
+    let row = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(row("well-behaved").contains(" running "), "{stdout}");
+    assert!(row("panic ").contains(" running "), "{stdout}");
+    assert!(stdout.contains("last error of panic ("), "{stdout}");
+    assert!(stdout.contains("the plugin trapped"), "{stdout}");
+    host.stop().await;
+}
+
+const BURST: usize = 60;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_during_a_burst_exits_cleanly_and_every_object_converges_after_restart() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let config = format!(
+        "resyncPeriod: 0s\nshutdownTimeout: 20s\nplugins:\n  well-behaved:\n    namespaces: [{}]\n    concurrency: 2\n",
+        env.namespace()
+    );
+    let mut host = Host::start(&env, &["well-behaved"], &config).await;
+    let docs: Vec<String> = (0..BURST)
+        .map(|i| {
+            format!("apiVersion: wasmop.test/v1\nkind: Target\nmetadata:\n  name: b{i:03}\nspec:\n  value: \"v{i}\"\n")
+        })
+        .collect();
+    env.apply_yaml(&docs.join("---\n")).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let mirrors = |list: &[ConfigMap]| {
+        list.iter()
+            .filter(|c| {
+                c.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.ends_with("-mirror"))
+            })
+            .count()
+    };
+    loop {
+        let n = mirrors(&api.list(&ListParams::default()).await.unwrap().items);
+        if n > 0 {
+            assert!(
+                n < BURST,
+                "the burst finished before SIGTERM; the test proves nothing"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    host.terminate().await;
+    let status = host.wait_exit().await;
+    assert!(
+        status.success(),
+        "SIGTERM exits 0, got {status}; log:\n{}",
+        host.log_text()
+    );
+    assert!(
+        host.lines()
+            .iter()
+            .any(|l| message(l) == "shutdown complete"),
+        "{}",
+        host.log_text()
+    );
+    let done = mirrors(&api.list(&ListParams::default()).await.unwrap().items);
+    assert!(done < BURST, "nothing left for the restart to prove");
+
+    let host = Host::start(&env, &["well-behaved"], &config).await;
+    for i in 0..BURST {
+        wait_mirrored(&env, &format!("b{i:03}"), &format!("v{i}")).await;
+    }
+    host.stop().await;
+}
