@@ -11,10 +11,15 @@ mod harness;
 use std::time::Duration;
 
 use harness::{Host, PATIENCE, fixture, message, object_ref};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio::time::Instant;
+use wasmop::config::LeaderElection;
+use wasmop::leader::{self, Elector, LeaderError};
+use wasmop::metrics::Metrics;
 use wasmop_testenv::TestEnv;
 
 async fn test_kinds(env: &TestEnv) {
@@ -392,4 +397,112 @@ async fn sigterm_during_a_burst_exits_cleanly_and_every_object_converges_after_r
         wait_mirrored(&env, &format!("b{i:03}"), &format!("v{i}")).await;
     }
     host.stop().await;
+}
+
+fn lease_settings(
+    env: &TestEnv,
+    duration: Duration,
+    deadline: Duration,
+    retry: Duration,
+) -> LeaderElection {
+    LeaderElection {
+        lease_name: "race".into(),
+        lease_namespace: env.namespace().to_owned(),
+        lease_duration: duration,
+        renew_deadline: deadline,
+        retry_period: retry,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn electors_racing_for_one_lease_never_both_win_and_a_release_frees_it() {
+    let env = TestEnv::start().await.unwrap();
+    let settings = lease_settings(
+        &env,
+        Duration::from_secs(15),
+        Duration::from_secs(10),
+        Duration::from_secs(2),
+    );
+    let mut electors: Vec<Elector> = (0..6)
+        .map(|i| Elector::new(env.client(), settings.clone(), format!("host-{i}")))
+        .collect();
+    // All at once on a Lease that does not exist yet: one create wins, the others conflict.
+    let won =
+        futures::future::join_all(electors.iter_mut().map(|e| e.try_acquire_or_renew())).await;
+    let winners: Vec<usize> = won
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Ok(true)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(winners.len(), 1, "{won:?}");
+    let w = winners[0];
+    // Again, now that it exists: the holder renews, nobody else takes it.
+    let again =
+        futures::future::join_all(electors.iter_mut().map(|e| e.try_acquire_or_renew())).await;
+    for (i, r) in again.iter().enumerate() {
+        assert_eq!(r.as_ref().ok(), Some(&(i == w)), "elector {i}: {r:?}");
+    }
+    electors[w].release().await.unwrap();
+    let lease = Api::<Lease>::namespaced(env.client(), env.namespace())
+        .get("race")
+        .await
+        .unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity, None);
+    let other = (w + 1) % electors.len();
+    assert!(
+        electors[other].try_acquire_or_renew().await.unwrap(),
+        "a released Lease is free at once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_that_cannot_renew_reports_the_loss_within_its_deadline() {
+    let env = TestEnv::start().await.unwrap();
+    let settings = lease_settings(
+        &env,
+        Duration::from_secs(3),
+        Duration::from_secs(2),
+        Duration::from_millis(500),
+    );
+    let elector = Elector::new(env.client(), settings, "leader".into());
+    let (leading_tx, mut leading) = watch::channel(false);
+    let (_release, released) = watch::channel(false);
+    let run = tokio::spawn(leader::run(elector, leading_tx, released, Metrics::new()));
+    tokio::time::timeout(PATIENCE, leading.wait_for(|l| *l))
+        .await
+        .unwrap()
+        .unwrap();
+    // Another writer takes the Lease (as after a network partition): the leader's renewals
+    // now find another holder whose record just changed.
+    let api = Api::<Lease>::namespaced(env.client(), env.namespace());
+    let mut lease = api.get("race").await.unwrap();
+    let spec = lease.spec.as_mut().unwrap();
+    spec.holder_identity = Some("usurper".into());
+    spec.lease_duration_seconds = Some(60);
+    api.replace("race", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let taken = Instant::now();
+    let result = tokio::time::timeout(PATIENCE, run).await.unwrap().unwrap();
+    let lost_after = taken.elapsed();
+    eprintln!(
+        "leadership loss reported {lost_after:?} after the Lease was taken (renew deadline 2s)"
+    );
+    assert!(
+        matches!(result, Err(LeaderError::Lost { .. })),
+        "{result:?}"
+    );
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        format!(
+            "leader election lost: the Lease {}/race was not renewed within 2000 ms",
+            env.namespace()
+        )
+    );
+    assert!(!*leading.borrow(), "leadership is withdrawn with the loss");
+    assert!(
+        lost_after <= Duration::from_secs(2) + Duration::from_secs(10),
+        "{lost_after:?}"
+    );
 }
