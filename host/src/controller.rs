@@ -30,6 +30,7 @@ pub mod backoff;
 pub mod filter;
 pub mod finalizer;
 pub mod mapping;
+pub mod queue;
 pub mod reconcile;
 
 use std::sync::Arc;
@@ -106,6 +107,8 @@ pub struct PluginCtx {
     selector: Option<LabelSelector>,
     permits: Semaphore,
     backoffs: Backoffs<ObjectRef>,
+    /// The workqueue figures of this plugin.
+    queue: queue::Queue,
 }
 
 impl PluginCtx {
@@ -125,6 +128,17 @@ impl PluginCtx {
             Some(s) => s.matches(&obj.metadata.labels.clone().unwrap_or_default()),
             None => true,
         }
+    }
+
+    /// Reports the objects a trigger names as queued, and passes them on.
+    fn queued(
+        &self,
+        refs: Vec<kube::runtime::reflector::ObjectRef<DynamicObject>>,
+    ) -> Vec<kube::runtime::reflector::ObjectRef<DynamicObject>> {
+        for r in &refs {
+            self.queue.added(r.namespace.as_deref(), &r.name);
+        }
+        refs
     }
 
     fn target_of(&self, obj: &DynamicObject) -> ObjectRef {
@@ -268,6 +282,7 @@ pub async fn run(
         selector,
         permits: Semaphore::new(usize::from(settings.concurrency)),
         backoffs: Backoffs::default(),
+        queue: queue::Queue::new(&name, shared.metrics.clone()),
     });
     // Written once, by the first scope that starts reconciling: before any finalizer is
     // added, and never by a standby.
@@ -319,24 +334,28 @@ pub async fn run(
                 }
                 Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(obj)),
             };
+            if admit {
+                let obj = change.object();
+                scoped.queue.added(obj.metadata.namespace.as_deref(), obj.metadata.name.as_deref().unwrap_or(""));
+            }
             let out = admit.then(|| Ok::<_, watcher::Error>((**change.object()).clone()));
             future::ready(out)
         });
         let mut controller = Controller::for_stream_with(primary_stream, store.clone(), primary.resource.clone())
             .with_config(ControllerConfig::default().concurrency(settings.concurrency));
         for owned in &kinds.owned {
-            let p = primary.clone();
+            let (p, q) = (primary.clone(), ctx.clone());
             let stream = merged(&shared, owned, kinds_scope(owned), None);
-            controller = controller.watches_stream_with(stream, move |child: DynamicObject| p.owners_of(&child), owned.resource.clone());
+            controller = controller.watches_stream_with(stream, move |child: DynamicObject| q.queued(p.owners_of(&child)), owned.resource.clone());
         }
         for (kind, selector, mapping) in &kinds.watched {
-            let p = primary.clone();
+            let (p, q) = (primary.clone(), ctx.clone());
             let mapping = mapping.clone();
             let primaries = store.clone();
             let stream = merged(&shared, kind, kinds_scope(kind), selector.clone());
             controller = controller.watches_stream_with(
                 stream,
-                move |other: DynamicObject| p.mapped(&mapping, &other, &primaries),
+                move |other: DynamicObject| q.queued(p.mapped(&mapping, &other, &primaries)),
                 kind.resource.clone(),
             );
         }
@@ -352,6 +371,7 @@ pub async fn run(
             let _ = shutdown.wait_for(|stop| *stop).await;
         });
         let plugin_name = name.clone();
+        let queue_ctx = ctx.clone();
         // Every watch this scope's controller reads: the primary kind's and each owned and
         // watched kind's in the scopes it covers.
         let mut feeds = vec![primary_watch.clone()];
@@ -398,6 +418,9 @@ pub async fn run(
                 .run(reconcile::reconcile, reconcile::error_policy, ctx)
                 .for_each(|result| {
                     if let Err(error) = result {
+                        if let kube::runtime::controller::Error::ObjectNotFound(gone) = &error {
+                            queue_ctx.queue.dropped(gone.namespace.as_deref(), &gone.name);
+                        }
                         tracing::debug!(plugin = %plugin_name, error = %chain(&error), "controller");
                     }
                     future::ready(())

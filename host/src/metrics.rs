@@ -7,8 +7,10 @@
 //! `controller_runtime_terminal_reconcile_errors_total` (permanent plugin errors),
 //! `controller_runtime_reconcile_panics_total` (plugin traps),
 //! `controller_runtime_reconcile_time_seconds`, `controller_runtime_max_concurrent_reconciles`,
-//! `controller_runtime_active_workers`, `workqueue_retries_total`,
-//! `workqueue_work_duration_seconds` and `leader_election_master_status{name}` (the Lease).
+//! `controller_runtime_active_workers`, `workqueue_depth`, `workqueue_adds_total`,
+//! `workqueue_queue_duration_seconds` (see [`crate::controller::queue`] for how they are
+//! taken), `workqueue_retries_total`, `workqueue_work_duration_seconds` and
+//! `leader_election_master_status{name}` (the Lease).
 //! wasmop's own are prefixed `wasmop_`. Labels are bounded: plugin names, verbs, outcome and
 //! cause labels, states, versions and digests of loaded plugins — never object names.
 
@@ -130,6 +132,9 @@ pub struct Metrics {
     max_concurrent: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
     retries: Family<NameLabels, Counter>,
+    depth: Family<NameLabels, Gauge>,
+    adds: Family<NameLabels, Counter>,
+    queue_duration: Histograms<NameLabels>,
     work_duration: Histograms<NameLabels>,
     leader: Family<NameLabels, Gauge>,
     outcomes: Family<OutcomeLabels, Counter>,
@@ -209,6 +214,25 @@ impl Metrics {
             "Objects requeued with backoff after a failure, per plugin (name)",
             Family::clone(&retries),
         );
+        let depth = Family::default();
+        r.register(
+            "workqueue_depth",
+            "Objects waiting for a reconcile, per plugin (name)",
+            Family::clone(&depth),
+        );
+        let adds = Family::default();
+        r.register(
+            "workqueue_adds",
+            "Objects queued by a watch event (not already waiting), per plugin (name)",
+            Family::clone(&adds),
+        );
+        let queue_duration: Histograms<NameLabels> =
+            Family::new_with_constructor(duration_histogram);
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "Time an object waited between its watch event and its reconcile, per plugin (name)",
+            queue_duration.clone(),
+        );
         let work_duration: Histograms<NameLabels> =
             Family::new_with_constructor(duration_histogram);
         r.register(
@@ -276,6 +300,9 @@ impl Metrics {
             max_concurrent,
             active_workers,
             retries,
+            depth,
+            adds,
+            queue_duration,
             work_duration,
             leader,
             outcomes,
@@ -375,6 +402,39 @@ impl Metrics {
                 name: plugin.to_owned(),
             })
             .inc();
+    }
+
+    /// Records how many objects of `plugin` wait for a reconcile.
+    pub fn queue_depth(&self, plugin: &str, n: usize) {
+        self.depth
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+        // Created with the depth, so a plugin that never queued reports its count as 0.
+        let name = NameLabels {
+            name: plugin.to_owned(),
+        };
+        drop(self.queue_duration.get_or_create(&name));
+        drop(self.adds.get_or_create(&name));
+    }
+
+    /// Counts one object queued by a watch event.
+    pub fn queue_added(&self, plugin: &str) {
+        self.adds
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records how long an object waited before its reconcile started.
+    pub fn queued_for(&self, plugin: &str, waited: Duration) {
+        self.queue_duration
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .observe(waited.as_secs_f64());
     }
 
     /// Records how many reconciles of `plugin` may run at once.

@@ -263,6 +263,20 @@ async fn readyz_waits_for_synced_caches_and_metrics_and_status_report_the_run() 
             r#"workqueue_work_duration_seconds_count{name="well-behaved"}"#
         ) >= 1.0
     );
+    assert!(series(&text, r#"workqueue_adds_total{name="well-behaved"}"#) >= 1.0);
+    assert!(
+        series(
+            &text,
+            r#"workqueue_queue_duration_seconds_count{name="well-behaved"}"#
+        ) >= 1.0
+    );
+    // Nothing is left waiting once every object converged (no leaked queue entries).
+    series(&text, r#"workqueue_depth{name="well-behaved"}"#);
+    let deadline = Instant::now() + PATIENCE;
+    while host.metric(r#"workqueue_depth{name="well-behaved"}"#).await != 0.0 {
+        assert!(Instant::now() < deadline, "{}", host.metrics().await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let bad = r#"{controller="panic"}"#;
     assert!(
         series(

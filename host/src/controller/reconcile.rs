@@ -53,6 +53,10 @@ pub async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<PluginCtx>,
 ) -> Result<Action, ReconcileError> {
+    ctx.queue.started(
+        obj.metadata.namespace.as_deref(),
+        obj.metadata.name.as_deref().unwrap_or(""),
+    );
     if !ctx.in_scope(&obj) {
         return Ok(Action::await_change());
     }
