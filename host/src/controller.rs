@@ -27,6 +27,7 @@
 //! reconciles to finish.
 
 pub mod backoff;
+pub mod counted;
 pub mod filter;
 pub mod finalizer;
 pub mod mapping;
@@ -275,7 +276,11 @@ pub async fn run(
     };
     let ctx = Arc::new(PluginCtx {
         plugin,
-        cluster: Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
+        cluster: Arc::new(counted::Counted::new(
+            Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
+            shared.metrics.clone(),
+            &name,
+        )),
         shared: shared.clone(),
         primary: primary.clone(),
         namespaces: settings.namespaces.clone(),

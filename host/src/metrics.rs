@@ -11,7 +11,8 @@
 //! `workqueue_queue_duration_seconds` (see [`crate::controller::queue`] for how they are
 //! taken), `workqueue_retries_total`, `workqueue_work_duration_seconds` and
 //! `leader_election_master_status{name}` (the Lease).
-//! wasmop's own are prefixed `wasmop_`. Labels are bounded: plugin names, verbs, outcome and
+//! wasmop's own are prefixed `wasmop_` (host calls by verb and outcome are counted by
+//! [`crate::controller::counted`]). Labels are bounded: plugin names, verbs, outcome and
 //! cause labels, states, versions and digests of loaded plugins — never object names.
 
 use std::sync::Arc;
@@ -48,6 +49,13 @@ struct ResultLabels {
 struct DeniedLabels {
     plugin: String,
     verb: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    plugin: String,
+    verb: String,
+    outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -140,6 +148,7 @@ pub struct Metrics {
     outcomes: Family<OutcomeLabels, Counter>,
     failures: Family<CauseLabels, Counter>,
     denied: Family<DeniedLabels, Counter>,
+    host_calls: Family<CallLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     plugin_state: Family<StateLabels, Gauge>,
     plugin_info: Family<InfoLabels, Gauge>,
@@ -266,6 +275,13 @@ impl Metrics {
             "Host calls refused by the plugin's grants, per plugin and verb",
             Family::clone(&denied),
         );
+        let host_calls = Family::default();
+        r.register(
+            "wasmop_host_calls",
+            "Host calls that reached the cluster, per plugin, verb and outcome (ok or the \
+             kube-error case)",
+            Family::clone(&host_calls),
+        );
         let events_dropped = Family::default();
         r.register(
             "wasmop_events_dropped",
@@ -308,6 +324,7 @@ impl Metrics {
             outcomes,
             failures,
             denied,
+            host_calls,
             events_dropped,
             plugin_state,
             plugin_info,
@@ -493,6 +510,17 @@ impl Metrics {
             .get_or_create(&DeniedLabels {
                 plugin: plugin.to_owned(),
                 verb: verb.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one host call that reached the cluster; `outcome` is `ok` or a `kube-error` case.
+    pub fn host_call(&self, plugin: &str, verb: &str, outcome: &str) {
+        self.host_calls
+            .get_or_create(&CallLabels {
+                plugin: plugin.to_owned(),
+                verb: verb.to_owned(),
+                outcome: outcome.to_owned(),
             })
             .inc();
     }
