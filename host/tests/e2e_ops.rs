@@ -277,6 +277,12 @@ async fn readyz_waits_for_synced_caches_and_metrics_and_status_report_the_run() 
         assert!(Instant::now() < deadline, "{}", host.metrics().await);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    for verb in ["get", "apply", "patch-status", "event"] {
+        let calls = format!(
+            r#"wasmop_host_calls_total{{plugin="well-behaved",verb="{verb}",outcome="ok"}}"#
+        );
+        assert!(series(&text, &calls) >= 1.0, "{calls}");
+    }
     let bad = r#"{controller="panic"}"#;
     assert!(
         series(
@@ -518,5 +524,41 @@ async fn a_leader_that_cannot_renew_reports_the_loss_within_its_deadline() {
     assert!(
         lost_after <= Duration::from_secs(2) + Duration::from_secs(10),
         "{lost_after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_that_loses_its_lease_exits_non_zero_at_once() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let config = format!(
+        "resyncPeriod: 0s\nleaderElection: {{enabled: true, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}}\nplugins:\n  well-behaved:\n    namespaces: [{}]\n",
+        env.namespace()
+    );
+    let mut host = Host::start(&env, &["well-behaved"], &config).await;
+    host.wait_log("the host to lead", is_leader).await;
+    create_target(&env, "before", "1").await;
+    wait_mirrored(&env, "before", "1").await;
+    // Another writer takes the Lease: the host can no longer renew it.
+    let api = Api::<Lease>::namespaced(env.client(), env.namespace());
+    let mut lease = api.get("wasmop-leader").await.unwrap();
+    let spec = lease.spec.as_mut().unwrap();
+    spec.holder_identity = Some("usurper".into());
+    spec.lease_duration_seconds = Some(600);
+    api.replace("wasmop-leader", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let taken = Instant::now();
+    let status = host.wait_exit().await;
+    eprintln!(
+        "host exited {:?} after its Lease was taken",
+        taken.elapsed()
+    );
+    assert_eq!(status.code(), Some(1), "{}", host.log_text());
+    assert!(
+        host.lines().iter().any(|l| message(l)
+            == "leader election lost; exiting so that only the new leader reconciles"),
+        "{}",
+        host.log_text()
     );
 }
