@@ -77,6 +77,9 @@ pub enum HostError {
     /// never reconciles beside the new leader.
     #[error("stopping: this host is no longer the leader")]
     LeadershipLost(#[source] LeaderError),
+    /// The leader election task failed; nobody renews the Lease, so the host stops.
+    #[error("stopping: the leader election task failed")]
+    Election(#[source] tokio::task::JoinError),
     /// The plugin runtime cannot start.
     #[error("cannot start the plugin runtime")]
     Runtime(#[source] crate::runtime::RuntimeError),
@@ -411,12 +414,14 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             }
         });
     }
+    // Before the release signal the elector ends only when leadership is lost, or when its
+    // task failed (then nobody renews the Lease either): both stop the host.
     let lost = async {
         match &mut election {
             Some(task) => match task.await {
-                Ok(Err(error)) => error,
-                // The elector only ends early with an error; anything else is not a loss.
-                _ => std::future::pending().await,
+                Ok(Err(error)) => HostError::LeadershipLost(error),
+                Ok(Ok(())) => std::future::pending().await,
+                Err(error) => HostError::Election(error),
             },
             None => std::future::pending().await,
         }
@@ -425,7 +430,7 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         signal = shutdown::signal() => signal.map_err(HostError::Signal)?,
         error = lost => {
             tracing::error!(error = %controller::chain(&error), "leader election lost; exiting so that only the new leader reconciles");
-            return Err(HostError::LeadershipLost(error));
+            return Err(error);
         }
     }
     shutdown::exit_on_second_signal();

@@ -114,6 +114,11 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_after_a_graceful_st
         "the standby reconciled: {}",
         b.log_text()
     );
+    assert!(
+        !b.metrics().await.contains("wasmop_host_calls_total{"),
+        "the standby made host calls:\n{}",
+        b.metrics().await
+    );
     assert_eq!(
         a.metric(r#"leader_election_master_status{name="wasmop-leader"}"#)
             .await,
@@ -228,6 +233,22 @@ async fn readyz_waits_for_synced_caches_and_metrics_and_status_report_the_run() 
 
     create_target(&env, "m", "1").await;
     wait_mirrored(&env, "m", "1").await;
+    // The plugin's own log line carries its name, and sits in the one reconcile span with
+    // the plugin, its digest and the object.
+    let line = host
+        .wait_log("the plugin's log line", |l| {
+            message(l) == "mirrored m" && l["fields"]["plugin"] == "well-behaved"
+        })
+        .await;
+    assert_eq!(line["span"]["name"], "reconcile", "{line}");
+    assert_eq!(line["span"]["plugin"], "well-behaved", "{line}");
+    assert!(object_ref(&line).ends_with("/m"), "{line}");
+    assert!(
+        line["span"]["plugin.digest"]
+            .as_str()
+            .is_some_and(|d| d.len() == 12 && d.chars().all(|c| c.is_ascii_hexdigit())),
+        "{line}"
+    );
     host.wait_log("the panic plugin to trap", |l| {
         l["fields"]["outcome"] == "trap" && object_ref(l).ends_with("/m")
     })
