@@ -433,7 +433,7 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             return Err(error);
         }
     }
-    shutdown::exit_on_second_signal();
+    shutdown::exit_on_second_signal().map_err(HostError::Signal)?;
     shutdown::sequence(
         &stop,
         &mut tasks,

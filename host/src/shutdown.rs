@@ -89,14 +89,21 @@ pub async fn signal() -> std::io::Result<()> {
 }
 
 /// After the first signal: a second one ends the process at once, with
-/// [`SECOND_SIGNAL_EXIT`], without waiting for reconciles or releasing the Lease.
-pub fn exit_on_second_signal() {
-    tokio::spawn(async {
-        if signal().await.is_ok() {
-            tracing::warn!("second shutdown signal: exiting at once");
-            std::process::exit(SECOND_SIGNAL_EXIT);
+/// [`SECOND_SIGNAL_EXIT`], without waiting for reconciles or releasing the Lease. The
+/// listeners are registered before this returns, so a signal sent after it is never missed.
+pub fn exit_on_second_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
+        tracing::warn!("second shutdown signal: exiting at once");
+        std::process::exit(SECOND_SIGNAL_EXIT);
     });
+    Ok(())
 }
 
 #[cfg(test)]

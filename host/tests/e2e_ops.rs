@@ -583,3 +583,71 @@ async fn a_host_that_loses_its_lease_exits_non_zero_at_once() {
         host.log_text()
     );
 }
+
+async fn wait_busy(host: &Host, plugin: &str) {
+    let series = format!(r#"controller_runtime_active_workers{{controller="{plugin}"}}"#);
+    let deadline = Instant::now() + PATIENCE;
+    while host.metric(&series).await < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "{plugin} never got busy:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_cancels_reconciles_past_its_timeout_and_a_second_signal_exits_at_once() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let config = |timeout: &str| {
+        format!(
+            "resyncPeriod: 0s\nshutdownTimeout: {timeout}\nplugins:\n  infinite-loop:\n    namespaces: [{}]\n    deadline: 5m\n",
+            env.namespace()
+        )
+    };
+    // A reconcile that never ends on its own: the drain gives it the timeout, then cancels it.
+    let mut host = Host::start(&env, &["infinite-loop"], &config("2s")).await;
+    create_target(&env, "spin", "1").await;
+    wait_busy(&host, "infinite-loop").await;
+    host.terminate().await;
+    let signalled = Instant::now();
+    let status = host.wait_exit().await;
+    let took = signalled.elapsed();
+    eprintln!("exit after SIGTERM with a stuck reconcile and shutdownTimeout 2s: {took:?}");
+    assert!(status.success(), "{status}; log:\n{}", host.log_text());
+    assert!(
+        took >= Duration::from_secs(2),
+        "did not wait for the timeout: {took:?}"
+    );
+    assert!(
+        host.lines()
+            .iter()
+            .any(|l| message(l)
+                == "reconciles still running after the shutdown timeout were cancelled"),
+        "{}",
+        host.log_text()
+    );
+
+    // With a long timeout, a second signal does not wait for it.
+    let mut host = Host::start(&env, &["infinite-loop"], &config("5m")).await;
+    wait_busy(&host, "infinite-loop").await;
+    host.terminate().await;
+    host.wait_log("the shutdown to start", |l| {
+        message(l) == "shutting down: no new reconciles, waiting for running ones"
+    })
+    .await;
+    host.terminate().await;
+    let signalled = Instant::now();
+    let status = host.wait_exit().await;
+    eprintln!("exit after a second SIGTERM: {:?}", signalled.elapsed());
+    assert_eq!(status.code(), Some(130), "{}", host.log_text());
+    assert!(
+        host.lines()
+            .iter()
+            .any(|l| message(l) == "second shutdown signal: exiting at once"),
+        "{}",
+        host.log_text()
+    );
+}
