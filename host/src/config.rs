@@ -4,6 +4,7 @@
 //! the path of the field that holds it (`plugins.database-config.memory`).
 
 pub mod flags;
+pub mod leader;
 pub mod raw;
 pub mod units;
 
@@ -14,7 +15,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use self::raw::{RawConfig, RawGrant, RawLeaderElection, RawPluginSettings, RawQuantity};
+pub use self::leader::LeaderElection;
+use self::raw::{RawConfig, RawGrant, RawPluginSettings, RawQuantity};
 use self::units::{UnitError, parse_duration, parse_quantity};
 use crate::plugin::{Permission, PluginName, PluginNameError, Verb};
 use crate::runtime::Limits;
@@ -34,16 +36,6 @@ pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9090";
 pub const DEFAULT_HEALTH_ADDRESS: &str = "0.0.0.0:8081";
 /// Running reconciles get 30 s after SIGTERM: Kubernetes' default termination grace period.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
-/// The Lease that leader election holds unless the config names another.
-pub const DEFAULT_LEASE_NAME: &str = "wasmop-leader";
-/// controller-runtime's defaults: a standby takes over at most 15 s after the leader
-/// disappears; the leader gives up after 10 s without a successful renewal (before its lease
-/// can have expired for the others); each try is 2 s apart.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
-/// See [`DEFAULT_LEASE_DURATION`].
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
-/// See [`DEFAULT_LEASE_DURATION`].
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// The host's namespace when neither the config nor `POD_NAMESPACE` names one: where
 /// `deploy/` installs it.
 pub const DEFAULT_NAMESPACE: &str = "wasmop-system";
@@ -65,21 +57,6 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
-}
-
-/// Leader election settings, validated: `lease_duration > renew_deadline > retry_period > 0`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaderElection {
-    /// The Lease's name.
-    pub lease_name: String,
-    /// The Lease's namespace.
-    pub lease_namespace: String,
-    /// How long a lease is valid after its last renewal.
-    pub lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives up leadership.
-    pub renew_deadline: Duration,
-    /// How often acquiring or renewing is tried.
-    pub retry_period: Duration,
 }
 
 /// What the operator allows one plugin, validated.
@@ -284,7 +261,7 @@ impl Config {
             })?,
         };
         let leader_election = match &raw.leader_election {
-            Some(le) if le.enabled.unwrap_or(false) => Some(leader_election(le, &namespace)?),
+            Some(le) if le.enabled.unwrap_or(false) => Some(leader::validate(le, &namespace)?),
             _ => None,
         };
         let raw_defaults = raw.defaults.unwrap_or_default();
@@ -363,90 +340,6 @@ fn duration_or(field: &str, raw: Option<&str>, default: Duration) -> Result<Dura
             source,
         }),
     }
-}
-
-/// Validates the leader election settings, as client-go does: the leader must give up
-/// (renew deadline) before its lease can expire for the others (lease duration), and must be
-/// able to try more than once within the deadline.
-fn leader_election(
-    raw: &RawLeaderElection,
-    namespace: &str,
-) -> Result<LeaderElection, ConfigError> {
-    let lease_name = raw
-        .lease_name
-        .clone()
-        .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_owned());
-    if PluginName::new(lease_name.clone()).is_err() {
-        return Err(value_error(
-            "leaderElection.leaseName",
-            format!("`{lease_name}` is not a Lease name (lowercase letters, digits and `-`)"),
-        ));
-    }
-    let lease_namespace = raw
-        .lease_namespace
-        .clone()
-        .unwrap_or_else(|| namespace.to_owned());
-    if PluginName::new(lease_namespace.clone()).is_err() {
-        return Err(value_error(
-            "leaderElection.leaseNamespace",
-            format!("`{lease_namespace}` is not a namespace name"),
-        ));
-    }
-    let lease_duration = duration_or(
-        "leaderElection.leaseDuration",
-        raw.lease_duration.as_deref(),
-        DEFAULT_LEASE_DURATION,
-    )?;
-    let renew_deadline = duration_or(
-        "leaderElection.renewDeadline",
-        raw.renew_deadline.as_deref(),
-        DEFAULT_RENEW_DEADLINE,
-    )?;
-    let retry_period = duration_or(
-        "leaderElection.retryPeriod",
-        raw.retry_period.as_deref(),
-        DEFAULT_RETRY_PERIOD,
-    )?;
-    if lease_duration.as_secs() < 1 || lease_duration.subsec_millis() != 0 {
-        return Err(value_error(
-            "leaderElection.leaseDuration",
-            "must be a whole number of seconds, at least 1s (a Lease counts in seconds)",
-        ));
-    }
-    if retry_period.is_zero() {
-        return Err(value_error(
-            "leaderElection.retryPeriod",
-            "must be more than 0s",
-        ));
-    }
-    if renew_deadline >= lease_duration {
-        return Err(value_error(
-            "leaderElection.renewDeadline",
-            format!(
-                "{} ms is not shorter than leaseDuration ({} ms): a leader could still act after                  its lease expired",
-                renew_deadline.as_millis(),
-                lease_duration.as_millis()
-            ),
-        ));
-    }
-    // client-go's rule: the deadline must leave room for more than one jittered retry.
-    if renew_deadline.as_millis() * 10 <= retry_period.as_millis() * 12 {
-        return Err(value_error(
-            "leaderElection.retryPeriod",
-            format!(
-                "{} ms leaves no room for a second try within renewDeadline ({} ms); make it                  shorter than renewDeadline / 1.2",
-                retry_period.as_millis(),
-                renew_deadline.as_millis()
-            ),
-        ));
-    }
-    Ok(LeaderElection {
-        lease_name,
-        lease_namespace,
-        lease_duration,
-        renew_deadline,
-        retry_period,
-    })
 }
 
 /// Validates one plugin's settings, field by field falling back to `defaults`.

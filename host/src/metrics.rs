@@ -15,84 +15,24 @@
 //! [`crate::controller::counted`]). Labels are bounded: plugin names, verbs, outcome and
 //! cause labels, states, versions and digests of loaded plugins — never object names.
 
+mod labels;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::StatusCode;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use self::labels::{
+    CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, LoadLabels, NameLabels,
+    OutcomeLabels, PluginLabels, ResultLabels, StateLabels,
+};
 use crate::http::Reply;
 use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind};
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerLabels {
-    controller: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NameLabels {
-    name: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    controller: String,
-    result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DeniedLabels {
-    plugin: String,
-    verb: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CallLabels {
-    plugin: String,
-    verb: String,
-    outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PluginLabels {
-    plugin: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StateLabels {
-    plugin: String,
-    state: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    plugin: String,
-    outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CauseLabels {
-    plugin: String,
-    cause: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct InfoLabels {
-    plugin: String,
-    version: String,
-    digest: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LoadLabels {
-    plugin: String,
-    from_cache: String,
-}
 
 /// A plugin's lifecycle state, as reported by `wasmop_plugin_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
