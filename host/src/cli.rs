@@ -7,6 +7,7 @@
 
 mod check;
 mod run;
+mod status;
 mod test;
 
 use std::path::PathBuf;
@@ -30,6 +31,8 @@ enum RawCommand {
     Test(test::RawTest),
     /// Run the controller host against a cluster (kubeconfig or in-cluster config).
     Run(run::RawRun),
+    /// Show a running host's plugins: version, state, reconcile counts, last error.
+    Status(status::RawStatus),
 }
 
 /// Options shared by commands that load a plugin.
@@ -78,6 +81,7 @@ pub fn main() -> ExitCode {
             RawCommand::Check(c) => check::run(c).await,
             RawCommand::Test(t) => test::run(t).await,
             RawCommand::Run(r) => run::run(r).await,
+            RawCommand::Status(s) => status::run(s).await,
         }
     });
     match result {

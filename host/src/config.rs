@@ -4,6 +4,7 @@
 //! the path of the field that holds it (`plugins.database-config.memory`).
 
 pub mod flags;
+pub mod leader;
 pub mod raw;
 pub mod units;
 
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use self::leader::LeaderElection;
 use self::raw::{RawConfig, RawGrant, RawPluginSettings, RawQuantity};
 use self::units::{UnitError, parse_duration, parse_quantity};
 use crate::plugin::{Permission, PluginName, PluginNameError, Verb};
@@ -30,6 +32,10 @@ pub const DEFAULT_PLUGIN_CONCURRENCY: u16 = 4;
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
 /// `/metrics` on port 9090 of every interface, where Prometheus' conventions expect it.
 pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9090";
+/// `/healthz`, `/readyz` and `/status` on port 8081, controller-runtime's probe port.
+pub const DEFAULT_HEALTH_ADDRESS: &str = "0.0.0.0:8081";
+/// Running reconciles get 30 s after SIGTERM: Kubernetes' default termination grace period.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The host's namespace when neither the config nor `POD_NAMESPACE` names one: where
 /// `deploy/` installs it.
 pub const DEFAULT_NAMESPACE: &str = "wasmop-system";
@@ -81,6 +87,12 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Where `/metrics` is served; `None` disables it.
     pub metrics_address: Option<SocketAddr>,
+    /// Where `/healthz`, `/readyz` and `/status` are served; `None` disables it.
+    pub health_address: Option<SocketAddr>,
+    /// How long running reconciles get to finish after a shutdown signal.
+    pub shutdown_timeout: Duration,
+    /// Leader election; `None` when disabled (this host always reconciles).
+    pub leader_election: Option<LeaderElection>,
     /// Where precompiled artefacts are kept.
     pub cache_directory: Option<PathBuf>,
     /// The host's own namespace.
@@ -211,15 +223,21 @@ impl Config {
                 ));
             }
         };
-        let metrics_address = match raw.metrics_address.as_deref() {
-            Some("") => None,
-            other => Some(
-                other
-                    .unwrap_or(DEFAULT_METRICS_ADDRESS)
-                    .parse::<SocketAddr>()
-                    .map_err(|e| value_error("metricsAddress", format!("not `host:port`: {e}")))?,
-            ),
-        };
+        let metrics_address = address(
+            "metricsAddress",
+            raw.metrics_address.as_deref(),
+            DEFAULT_METRICS_ADDRESS,
+        )?;
+        let health_address = address(
+            "healthAddress",
+            raw.health_address.as_deref(),
+            DEFAULT_HEALTH_ADDRESS,
+        )?;
+        let shutdown_timeout = duration_or(
+            "shutdownTimeout",
+            raw.shutdown_timeout.as_deref(),
+            DEFAULT_SHUTDOWN_TIMEOUT,
+        )?;
         let namespace = raw
             .namespace
             .clone()
@@ -242,6 +260,10 @@ impl Config {
                 source,
             })?,
         };
+        let leader_election = match &raw.leader_election {
+            Some(le) if le.enabled.unwrap_or(false) => Some(leader::validate(le, &namespace)?),
+            _ => None,
+        };
         let raw_defaults = raw.defaults.unwrap_or_default();
         let defaults = settings("defaults", &raw_defaults, &RawPluginSettings::default())?;
         let mut plugins = BTreeMap::new();
@@ -260,6 +282,9 @@ impl Config {
             resync_period,
             log_format,
             metrics_address,
+            health_address,
+            shutdown_timeout,
+            leader_election,
             cache_directory: raw.cache_directory.map(PathBuf::from),
             namespace,
             orphaned_finalizer_grace,
@@ -287,6 +312,33 @@ impl Config {
             .map(|s| s.limits.memory)
             .max()
             .unwrap_or(self.defaults.limits.memory)
+    }
+}
+
+/// A `host:port` address, the default when absent, `None` when `""`.
+fn address(
+    field: &str,
+    raw: Option<&str>,
+    default: &str,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    match raw {
+        Some("") => Ok(None),
+        other => other
+            .unwrap_or(default)
+            .parse::<SocketAddr>()
+            .map(Some)
+            .map_err(|e| value_error(field, format!("not `host:port`: {e}"))),
+    }
+}
+
+/// A duration, or the default when absent.
+fn duration_or(field: &str, raw: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(text) => parse_duration(text).map_err(|source| ConfigError::Unit {
+            field: field.into(),
+            source,
+        }),
     }
 }
 
@@ -511,9 +563,70 @@ mod tests {
     }
 
     #[test]
+    fn leader_election_is_off_by_default_and_takes_controller_runtime_defaults() {
+        let c = parse("").expect("valid");
+        assert_eq!(c.leader_election, None);
+        assert_eq!(c.shutdown_timeout, Duration::from_secs(30));
+        assert_eq!(
+            c.health_address,
+            Some("0.0.0.0:8081".parse().expect("addr"))
+        );
+        let c = parse("namespace: ops\nleaderElection: {enabled: true}\n").expect("valid");
+        assert_eq!(
+            c.leader_election,
+            Some(LeaderElection {
+                lease_name: "wasmop-leader".into(),
+                lease_namespace: "ops".into(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            })
+        );
+    }
+
+    #[test]
+    fn leader_election_timings_that_allow_split_brain_are_refused() {
+        let err =
+            parse("leaderElection: {enabled: true, leaseDuration: 10s, renewDeadline: 10s}\n")
+                .expect_err("deadline");
+        assert!(
+            err.to_string()
+                .starts_with("`leaderElection.renewDeadline` is invalid"),
+            "{err}"
+        );
+        let err = parse("leaderElection: {enabled: true, renewDeadline: 2s, retryPeriod: 2s}\n")
+            .expect_err("retry");
+        assert!(
+            err.to_string()
+                .starts_with("`leaderElection.retryPeriod` is invalid"),
+            "{err}"
+        );
+        let err =
+            parse("leaderElection: {enabled: true, leaseDuration: 1500ms}\n").expect_err("seconds");
+        assert!(
+            err.to_string()
+                .starts_with("`leaderElection.leaseDuration`"),
+            "{err}"
+        );
+        let err =
+            parse("leaderElection: {enabled: true, leaseName: Bad_Name}\n").expect_err("name");
+        assert!(
+            err.to_string().contains("`Bad_Name` is not a Lease name"),
+            "{err}"
+        );
+        let err = parse("shutdownTimeout: soon\n").expect_err("timeout");
+        assert!(
+            err.to_string().starts_with("`shutdownTimeout` is invalid"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn zero_resync_disables_it_and_empty_metrics_address_disables_the_server() {
-        let c = parse("resyncPeriod: 0s\nmetricsAddress: \"\"\n").expect("valid");
+        let c =
+            parse("resyncPeriod: 0s\nmetricsAddress: \"\"\nhealthAddress: \"\"\n").expect("valid");
         assert_eq!(c.resync_period, None);
         assert_eq!(c.metrics_address, None);
+        assert_eq!(c.health_address, None);
     }
 }

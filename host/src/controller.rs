@@ -15,17 +15,27 @@
 //!   reports `waiting-for-kinds` (log, `wasmop_plugin_state`), retries discovery with backoff,
 //!   and starts when the kind appears.
 //!
+//! - Leader election gates reconciling here, so a controller started at any time is gated:
+//!   a plugin's watches start and its caches fill at once, but its reconcile loop starts only
+//!   while [`Shared::leading`] is `true`, and stops at once (in-flight reconciles dropped) when
+//!   it turns `false`.
+//! - The plugin's state (`syncing`, then `running` or `standby`; `waiting-for-kinds`) is
+//!   recorded in [`Shared::status`], which `/readyz` and `/status` report.
+//!
 //! # Cancellation
 //! When the shutdown signal fires, controllers stop taking new work and wait for running
 //! reconciles to finish.
 
 pub mod backoff;
+pub mod counted;
 pub mod filter;
 pub mod finalizer;
 pub mod mapping;
+pub mod queue;
 pub mod reconcile;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
@@ -48,6 +58,7 @@ use crate::kubeapi::discovery::{Resolved, Resolver};
 use crate::metrics::{Metrics, PluginState};
 use crate::orphans::{Entry, Orphans};
 use crate::runtime::Plugin;
+use crate::status::{State, Status};
 use crate::watches::{Change, WatchKey, Watches};
 
 /// The first wait before discovery is retried for a missing kind.
@@ -77,6 +88,11 @@ pub struct Shared {
     pub resync: Option<Duration>,
     /// Becomes `true` when the host shuts down.
     pub shutdown: watch::Receiver<bool>,
+    /// `true` while this host may reconcile: always without leader election, else while it
+    /// holds the leader Lease.
+    pub leading: watch::Receiver<bool>,
+    /// What `/readyz` and `/status` report.
+    pub status: Status,
     /// Where plugins' finalizers are recorded.
     pub orphans: Orphans,
 }
@@ -92,6 +108,8 @@ pub struct PluginCtx {
     selector: Option<LabelSelector>,
     permits: Semaphore,
     backoffs: Backoffs<ObjectRef>,
+    /// The workqueue figures of this plugin.
+    queue: queue::Queue,
 }
 
 impl PluginCtx {
@@ -111,6 +129,17 @@ impl PluginCtx {
             Some(s) => s.matches(&obj.metadata.labels.clone().unwrap_or_default()),
             None => true,
         }
+    }
+
+    /// Reports the objects a trigger names as queued, and passes them on.
+    fn queued(
+        &self,
+        refs: Vec<kube::runtime::reflector::ObjectRef<DynamicObject>>,
+    ) -> Vec<kube::runtime::reflector::ObjectRef<DynamicObject>> {
+        for r in &refs {
+            self.queue.added(r.namespace.as_deref(), &r.name);
+        }
+        refs
     }
 
     fn target_of(&self, obj: &DynamicObject) -> ObjectRef {
@@ -205,6 +234,7 @@ async fn wait_for_kinds(plugin: &Plugin, shared: &Shared) -> Option<Kinds> {
                 shared
                     .metrics
                     .plugin_state(name, PluginState::WaitingForKinds);
+                shared.status.record(name, State::WaitingForKinds, None);
                 tracing::warn!(plugin = name, %error, retry_in_s = delay.as_secs(), "plugin waits for its kinds to be served");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
@@ -246,22 +276,26 @@ pub async fn run(
     };
     let ctx = Arc::new(PluginCtx {
         plugin,
-        cluster: Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
+        cluster: Arc::new(counted::Counted::new(
+            Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
+            shared.metrics.clone(),
+            &name,
+        )),
         shared: shared.clone(),
         primary: primary.clone(),
         namespaces: settings.namespaces.clone(),
         selector,
         permits: Semaphore::new(usize::from(settings.concurrency)),
         backoffs: Backoffs::default(),
+        queue: queue::Queue::new(&name, shared.metrics.clone()),
     });
-    if let Some(entry) = finalizer_entry(ctx.plugin.info(), &settings) {
-        // Without the record the orphan rule cannot release this finalizer if the plugin is
-        // removed later; the plugin still runs, and the failure is logged.
-        if let Err(error) = shared.orphans.record(&info.name, &entry).await {
-            tracing::error!(plugin = %name, error = %chain(&error), "cannot record the plugin's finalizer");
-        }
-    }
+    // Written once, by the first scope that starts reconciling: before any finalizer is
+    // added, and never by a standby.
+    let recorded = Arc::new(tokio::sync::OnceCell::<()>::new());
+    let record_entry = finalizer_entry(ctx.plugin.info(), &settings);
     shared.metrics.plugin_state(&name, PluginState::Running);
+    shared.metrics.max_concurrent(&name, settings.concurrency);
+    shared.status.record(&name, State::Syncing, None);
     tracing::info!(
         plugin = %name,
         primary = %format!("{}/{}", primary.resource.api_version, primary.resource.kind),
@@ -275,6 +309,8 @@ pub async fn run(
     } else {
         vec![None]
     };
+    // The last scope whose caches are synced reports the plugin synced.
+    let unsynced = Arc::new(AtomicUsize::new(controller_scopes.len()));
     let runs = controller_scopes.into_iter().map(|scope| {
         let ctx = ctx.clone();
         let shared = shared.clone();
@@ -303,24 +339,28 @@ pub async fn run(
                 }
                 Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(obj)),
             };
+            if admit {
+                let obj = change.object();
+                scoped.queue.added(obj.metadata.namespace.as_deref(), obj.metadata.name.as_deref().unwrap_or(""));
+            }
             let out = admit.then(|| Ok::<_, watcher::Error>((**change.object()).clone()));
             future::ready(out)
         });
         let mut controller = Controller::for_stream_with(primary_stream, store.clone(), primary.resource.clone())
             .with_config(ControllerConfig::default().concurrency(settings.concurrency));
         for owned in &kinds.owned {
-            let p = primary.clone();
+            let (p, q) = (primary.clone(), ctx.clone());
             let stream = merged(&shared, owned, kinds_scope(owned), None);
-            controller = controller.watches_stream_with(stream, move |child: DynamicObject| p.owners_of(&child), owned.resource.clone());
+            controller = controller.watches_stream_with(stream, move |child: DynamicObject| q.queued(p.owners_of(&child)), owned.resource.clone());
         }
         for (kind, selector, mapping) in &kinds.watched {
-            let p = primary.clone();
+            let (p, q) = (primary.clone(), ctx.clone());
             let mapping = mapping.clone();
             let primaries = store.clone();
             let stream = merged(&shared, kind, kinds_scope(kind), selector.clone());
             controller = controller.watches_stream_with(
                 stream,
-                move |other: DynamicObject| p.mapped(&mapping, &other, &primaries),
+                move |other: DynamicObject| q.queued(p.mapped(&mapping, &other, &primaries)),
                 kind.resource.clone(),
             );
         }
@@ -336,24 +376,77 @@ pub async fn run(
             let _ = shutdown.wait_for(|stop| *stop).await;
         });
         let plugin_name = name.clone();
+        let queue_ctx = ctx.clone();
+        // Every watch this scope's controller reads: the primary kind's and each owned and
+        // watched kind's in the scopes it covers.
+        let mut feeds = vec![primary_watch.clone()];
+        for kind in kinds.owned.iter().chain(kinds.watched.iter().map(|(k, _, _)| k)) {
+            for ns in kinds_scope(kind) {
+                feeds.push(shared.watches.watch(WatchKey {
+                    resource: kind.resource.clone(),
+                    namespace: ns,
+                }));
+            }
+        }
+        let unsynced = unsynced.clone();
+        let (recorded, record_entry) = (recorded.clone(), record_entry.clone());
         async move {
             let mut shutdown = shared.shutdown.clone();
             tokio::select! {
-                () = primary_watch.ready() => {}
+                _ = future::join_all(feeds.iter().map(|w| w.ready())) => {}
                 _ = shutdown.wait_for(|stop| *stop) => return,
             }
-            controller
+            if unsynced.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let leading = *shared.leading.borrow();
+                let state = if leading { State::Running } else { State::Standby };
+                // Logged before readiness can flip, so a log reader never sees ready first.
+                tracing::info!(plugin = %plugin_name, leading, "plugin caches synced");
+                shared.status.record(&plugin_name, state, None);
+            }
+            let mut leading = shared.leading.clone();
+            tokio::select! {
+                r = leading.wait_for(|l| *l) => if r.is_err() { return },
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+            if let Some(entry) = &record_entry {
+                // Without the record the orphan rule cannot release this finalizer if the
+                // plugin is removed later; the plugin still runs, and the failure is logged.
+                recorded
+                    .get_or_init(|| async {
+                        if let Err(error) = shared.orphans.record(&ctx.plugin.info().name, entry).await {
+                            tracing::error!(plugin = %plugin_name, error = %chain(&error), "cannot record the plugin's finalizer");
+                        }
+                    })
+                    .await;
+            }
+            let reconciling = controller
                 .run(reconcile::reconcile, reconcile::error_policy, ctx)
                 .for_each(|result| {
                     if let Err(error) = result {
+                        if let kube::runtime::controller::Error::ObjectNotFound(gone) = &error {
+                            queue_ctx.queue.dropped(gone.namespace.as_deref(), &gone.name);
+                        }
                         tracing::debug!(plugin = %plugin_name, error = %chain(&error), "controller");
                     }
                     future::ready(())
-                })
-                .await;
+                });
+            // Without the lease nothing may reconcile: dropping the loop drops in-flight
+            // reconciles at their next await point.
+            tokio::select! {
+                () = reconciling => {}
+                () = async {
+                    // A closed channel (the host is going away) is not a loss: keep draining.
+                    if leading.wait_for(|l| !*l).await.is_err() {
+                        future::pending::<()>().await;
+                    }
+                } => {
+                    tracing::warn!(plugin = %plugin_name, "leadership lost: reconciling stopped");
+                }
+            }
         }
     });
     future::join_all(runs).await;
+    shared.status.record(&name, State::Stopped, None);
     tracing::info!(plugin = %name, "plugin controller stopped");
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `wasmop run`: wires the configuration, the Kubernetes client, the runtime, the shared
-//! watches and one controller per plugin together, and runs until SIGINT/SIGTERM.
+//! watches, leader election, the metrics and probe servers and one controller per plugin
+//! together, and runs until SIGINT/SIGTERM ([`crate::shutdown`]).
 //!
 //! # Guarantees
 //! - A plugin that cannot be read or loaded, or that asks for permissions the host config
@@ -9,7 +10,9 @@
 //!
 //! # Errors
 //! Start-up fails only when the host itself cannot run: no Kubernetes client, the metrics
-//! address cannot be bound, the runtime cannot start.
+//! or probe address cannot be bound, the runtime cannot start. A running host fails (exit
+//! non-zero) when it loses the leader Lease, so that it restarts as a standby, as
+//! controller-runtime does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,16 +27,15 @@ use crate::controller::{self, Shared};
 use crate::events::EventSink;
 use crate::kubeapi::KubeCluster;
 use crate::kubeapi::discovery::Resolver;
-use crate::metrics::{self, Metrics};
+use crate::leader::{self, Elector, LeaderError};
+use crate::metrics::Metrics;
 use crate::orphans::{self, Orphans};
 use crate::plugin::{Permission, PluginInfo, PluginName, Verb};
 use crate::policy::{ExtraPermissions, Grants, Policy, kind_label};
 use crate::runtime::{LoadOptions, Plugin, Runtime, RuntimeConfig};
-use crate::source;
+use crate::status::{Leadership, State, Status};
 use crate::watches::Watches;
-
-/// Running reconciles get this long to finish after a shutdown signal.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+use crate::{health, http, shutdown, source};
 
 /// Why the host cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,22 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// The probe address cannot be bound.
+    #[error("cannot serve health probes on {address}")]
+    Health {
+        /// The address.
+        address: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// This host held the leader Lease and could not renew it: it stops at once so that it
+    /// never reconciles beside the new leader.
+    #[error("stopping: this host is no longer the leader")]
+    LeadershipLost(#[source] LeaderError),
+    /// The leader election task failed; nobody renews the Lease, so the host stops.
+    #[error("stopping: the leader election task failed")]
+    Election(#[source] tokio::task::JoinError),
     /// The plugin runtime cannot start.
     #[error("cannot start the plugin runtime")]
     Runtime(#[source] crate::runtime::RuntimeError),
@@ -248,17 +266,35 @@ pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, Pl
     loaded.into_values().map(|(p, s, _)| (p, s)).collect()
 }
 
-/// Runs the host until SIGINT or SIGTERM.
+/// Runs the host until SIGINT or SIGTERM (then [`shutdown::sequence`]), or until it loses
+/// the leader Lease ([`HostError::LeadershipLost`]).
 pub async fn run(config: Config) -> Result<(), HostError> {
     let client = client(&config).await?;
     let metrics = Metrics::new();
+    let status = Status::new(if config.leader_election.is_some() {
+        Leadership::Standby
+    } else {
+        Leadership::Disabled
+    });
     if let Some(address) = config.metrics_address {
-        let listener = metrics::bind(address)
+        let listener = http::bind(address)
             .await
             .map_err(|source| HostError::Metrics { address, source })?;
         let bound = listener.local_addr().unwrap_or(address);
         tracing::info!(address = %bound, "serving /metrics");
-        tokio::spawn(metrics.clone().serve(listener));
+        let m = metrics.clone();
+        tokio::spawn(http::serve(listener, "metrics", move |path| m.route(path)));
+    }
+    if let Some(address) = config.health_address {
+        let listener = http::bind(address)
+            .await
+            .map_err(|source| HostError::Health { address, source })?;
+        let bound = listener.local_addr().unwrap_or(address);
+        tracing::info!(address = %bound, "serving /healthz, /readyz and /status");
+        let s = status.clone();
+        tokio::spawn(http::serve(listener, "health", move |path| {
+            health::route(&s, path)
+        }));
     }
     let limits = crate::runtime::Limits {
         memory: config.max_memory(),
@@ -272,7 +308,44 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     }
     let runtime = Runtime::new(runtime_config).map_err(HostError::Runtime)?;
     let plugins = load_plugins(&runtime, &config).await;
+    for (plugin, _) in &plugins {
+        let (info, digest, stats) = (plugin.info(), plugin.digest().short(), plugin.load_stats());
+        status.loaded(info.name.as_str(), &info.version, &digest);
+        metrics.plugin_loaded(
+            info.name.as_str(),
+            &info.version,
+            &digest,
+            stats.compile_time,
+            stats.from_cache,
+        );
+    }
+    status.plugins_loaded();
     tracing::info!(plugins = plugins.len(), "plugins loaded");
+
+    // Leadership: constant `true` without election; else the elector's view.
+    let (leading_tx, leading) = watch::channel(config.leader_election.is_none());
+    let (release, released) = watch::channel(false);
+    let mut election = None;
+    if let Some(settings) = config.leader_election.clone() {
+        let elector = Elector::new(client.clone(), settings, leader::identity().await);
+        election = Some(tokio::spawn(leader::run(
+            elector,
+            leading_tx,
+            released,
+            metrics.clone(),
+        )));
+        let (status, mut leading) = (status.clone(), leading.clone());
+        tokio::spawn(async move {
+            while leading.changed().await.is_ok() {
+                let now = *leading.borrow_and_update();
+                status.set_leadership(if now {
+                    Leadership::Leader
+                } else {
+                    Leadership::Standby
+                });
+            }
+        });
+    }
 
     let resolver = Resolver::new(client.clone());
     let watches = Watches::new(client.clone());
@@ -293,23 +366,22 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             ))
         })
         .collect();
-    match orphans.entries().await {
-        Ok(recorded) => {
-            for (plugin, entry) in orphans::orphaned(recorded, &running) {
-                tokio::spawn(orphans::release(
-                    orphans.clone(),
-                    client.clone(),
-                    resolver.clone(),
-                    events.clone(),
-                    plugin,
-                    entry,
-                    config.orphaned_finalizer_grace,
-                ));
+    // Releasing orphaned finalizers writes to the cluster: only the leader does it.
+    {
+        let (orphans, client, resolver, events) = (
+            orphans.clone(),
+            client.clone(),
+            resolver.clone(),
+            events.clone(),
+        );
+        let grace = config.orphaned_finalizer_grace;
+        let mut leading = leading.clone();
+        tokio::spawn(async move {
+            if leading.wait_for(|l| *l).await.is_err() {
+                return;
             }
-        }
-        Err(error) => {
-            tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
-        }
+            release_orphans(orphans, client, resolver, events, running, grace).await;
+        });
     }
     let (stop, shutdown) = watch::channel(false);
     let shared = Shared {
@@ -324,6 +396,8 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         )),
         resync: config.resync_period,
         shutdown,
+        leading,
+        status: status.clone(),
         orphans,
     };
     let mut tasks = tokio::task::JoinSet::new();
@@ -331,33 +405,72 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         let shared = shared.clone();
         tasks.spawn(async move {
             let name = plugin.info().name.clone();
-            if let Err(error) = controller::run(plugin, settings, shared).await {
-                tracing::error!(plugin = %name, error = %controller::chain(&error), "plugin controller failed");
+            if let Err(error) = controller::run(plugin, settings, shared.clone()).await {
+                let error = controller::chain(&error);
+                tracing::error!(plugin = %name, error = %error, "plugin controller failed");
+                shared
+                    .status
+                    .record(name.as_str(), State::Failed, Some(error));
             }
         });
     }
-    wait_for_signal().await?;
-    tracing::info!("shutting down: no new reconciles, waiting for running ones");
-    let _ = stop.send(true);
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        tracing::warn!(
-            grace_s = SHUTDOWN_GRACE.as_secs(),
-            "reconciles still running after the grace period; stopping them"
-        );
+    // Before the release signal the elector ends only when leadership is lost, or when its
+    // task failed (then nobody renews the Lease either): both stop the host.
+    let lost = async {
+        match &mut election {
+            Some(task) => match task.await {
+                Ok(Err(error)) => HostError::LeadershipLost(error),
+                Ok(Ok(())) => std::future::pending().await,
+                Err(error) => HostError::Election(error),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        signal = shutdown::signal() => signal.map_err(HostError::Signal)?,
+        error = lost => {
+            tracing::error!(error = %controller::chain(&error), "leader election lost; exiting so that only the new leader reconciles");
+            return Err(error);
+        }
     }
+    shutdown::exit_on_second_signal().map_err(HostError::Signal)?;
+    shutdown::sequence(
+        &stop,
+        &mut tasks,
+        config.shutdown_timeout,
+        &release,
+        election,
+    )
+    .await;
     Ok(())
 }
 
-async fn wait_for_signal() -> Result<(), HostError> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(HostError::Signal)?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.map_err(HostError::Signal),
-        _ = term.recv() => Ok(()),
+/// Releases the finalizers of plugins that are recorded but no longer run, after the grace.
+async fn release_orphans(
+    orphans: Orphans,
+    client: Client,
+    resolver: Resolver,
+    events: Arc<EventSink>,
+    running: BTreeMap<String, orphans::Entry>,
+    grace: Duration,
+) {
+    match orphans.entries().await {
+        Ok(recorded) => {
+            for (plugin, entry) in orphans::orphaned(recorded, &running) {
+                tokio::spawn(orphans::release(
+                    orphans.clone(),
+                    client.clone(),
+                    resolver.clone(),
+                    events.clone(),
+                    plugin,
+                    entry,
+                    grace,
+                ));
+            }
+        }
+        Err(error) => {
+            tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
+        }
     }
 }
 

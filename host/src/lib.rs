@@ -16,7 +16,9 @@
 //! - [`controller`] runs one kube-runtime controller per plugin: dispatch, finalizers,
 //!   backoff, generation filter, resync; [`orphans`] releases finalizers of removed plugins.
 //! - [`events`] writes deduplicated, rate-limited Kubernetes Events; [`metrics`] serves
-//!   `/metrics`.
+//!   `/metrics` (over [`http`]).
+//! - [`leader`] elects one active host over a Lease; [`health`] serves `/healthz`, `/readyz`
+//!   and `/status` from [`status`]; [`shutdown`] is the graceful shutdown sequence.
 //! - [`cli`] is the `wasmop` command line.
 
 pub mod cli;
@@ -24,15 +26,20 @@ pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod events;
+pub mod health;
 pub mod host;
+pub mod http;
 pub mod kubeapi;
+pub mod leader;
 pub mod metrics;
 pub mod offline;
 pub mod orphans;
 pub mod plugin;
 pub mod policy;
 pub mod runtime;
+pub mod shutdown;
 pub mod source;
+pub mod status;
 pub mod watches;
 
 pub use cluster::{Cluster, ClusterError, ObjectRef};

@@ -1,52 +1,38 @@
-//! The host's Prometheus metrics and the `/metrics` endpoint that serves them.
+//! The host's Prometheus metrics and the `/metrics` route that serves them.
 //!
-//! Names follow controller-runtime where the meaning is the same, so existing dashboards work:
-//! `controller_runtime_reconcile_total{controller,result}` and
-//! `controller_runtime_reconcile_errors_total{controller}`, with the plugin name as the
-//! controller. wasmop's own are prefixed `wasmop_`. Labels are bounded: plugin names, verbs,
-//! result labels and states, never object names.
+//! Names follow controller-runtime where the meaning is the same, so existing dashboards and
+//! alerts work, with the plugin name as the `controller` (`name` for the workqueue family):
+//! `controller_runtime_reconcile_total{controller,result}` (result `success`, `error`,
+//! `requeue_after`), `controller_runtime_reconcile_errors_total`,
+//! `controller_runtime_terminal_reconcile_errors_total` (permanent plugin errors),
+//! `controller_runtime_reconcile_panics_total` (plugin traps),
+//! `controller_runtime_reconcile_time_seconds`, `controller_runtime_max_concurrent_reconciles`,
+//! `controller_runtime_active_workers`, `workqueue_depth`, `workqueue_adds_total`,
+//! `workqueue_queue_duration_seconds` (see [`crate::controller::queue`] for how they are
+//! taken), `workqueue_retries_total`, `workqueue_work_duration_seconds` and
+//! `leader_election_master_status{name}` (the Lease).
+//! wasmop's own are prefixed `wasmop_` (host calls by verb and outcome are counted by
+//! [`crate::controller::counted`]). Labels are bounded: plugin names, verbs, outcome and
+//! cause labels, states, versions and digests of loaded plugins — never object names.
 
-use std::net::SocketAddr;
+mod labels;
+
 use std::sync::Arc;
+use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::Bytes;
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
-use prometheus_client::encoding::EncodeLabelSet;
+use hyper::StatusCode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerLabels {
-    controller: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    controller: String,
-    result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DeniedLabels {
-    plugin: String,
-    verb: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PluginLabels {
-    plugin: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StateLabels {
-    plugin: String,
-    state: String,
-}
+use self::labels::{
+    CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, LoadLabels, NameLabels,
+    OutcomeLabels, PluginLabels, ResultLabels, StateLabels,
+};
+use crate::http::Reply;
+use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind};
 
 /// A plugin's lifecycle state, as reported by `wasmop_plugin_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,15 +54,45 @@ impl PluginState {
     }
 }
 
+/// Reconcile durations: 5 ms doubling to about 80 s, covering a cache-only reconcile up to
+/// the longest deadline a plugin is likely to be given.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+/// Load (compile) times: 1 ms doubling to about 65 s; a cached artefact loads in
+/// milliseconds, a cold compile of a large component in tens of seconds.
+fn load_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
 /// Every metric the host records. Cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Registry>,
     reconciles: Family<ResultLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
+    terminal_errors: Family<ControllerLabels, Counter>,
+    panics: Family<ControllerLabels, Counter>,
+    reconcile_time: Histograms<ControllerLabels>,
+    max_concurrent: Family<ControllerLabels, Gauge>,
+    active_workers: Family<ControllerLabels, Gauge>,
+    retries: Family<NameLabels, Counter>,
+    depth: Family<NameLabels, Gauge>,
+    adds: Family<NameLabels, Counter>,
+    queue_duration: Histograms<NameLabels>,
+    work_duration: Histograms<NameLabels>,
+    leader: Family<NameLabels, Gauge>,
+    outcomes: Family<OutcomeLabels, Counter>,
+    failures: Family<CauseLabels, Counter>,
     denied: Family<DeniedLabels, Counter>,
+    host_calls: Family<CallLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     plugin_state: Family<StateLabels, Gauge>,
+    plugin_info: Family<InfoLabels, Gauge>,
+    load_time: Histograms<LoadLabels>,
 }
 
 impl Default for Metrics {
@@ -85,65 +101,347 @@ impl Default for Metrics {
     }
 }
 
+/// Holds one `controller_runtime_active_workers` slot until dropped.
+pub struct ActiveWorker(Gauge);
+
+impl Drop for ActiveWorker {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 impl Metrics {
     /// Registers every metric in a fresh registry.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let mut r = Registry::default();
+        let reconciles = Family::default();
+        r.register(
             "controller_runtime_reconcile",
-            "Reconciles per plugin (controller) and result",
-            reconciles.clone(),
+            "Reconciles per plugin (controller) and result: success, error, requeue_after",
+            Family::clone(&reconciles),
         );
-        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
-        registry.register(
+        let reconcile_errors = Family::default();
+        r.register(
             "controller_runtime_reconcile_errors",
             "Reconciles that did not succeed, per plugin (controller)",
-            reconcile_errors.clone(),
+            Family::clone(&reconcile_errors),
         );
-        let denied = Family::<DeniedLabels, Counter>::default();
-        registry.register(
+        let terminal_errors = Family::default();
+        r.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Reconciles that ended in a permanent plugin error (not retried)",
+            Family::clone(&terminal_errors),
+        );
+        let panics = Family::default();
+        r.register(
+            "controller_runtime_reconcile_panics",
+            "Reconciles in which the plugin trapped (a panic, unreachable, stack overflow)",
+            Family::clone(&panics),
+        );
+        let reconcile_time: Histograms<ControllerLabels> =
+            Family::new_with_constructor(duration_histogram);
+        r.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Time per reconcile, per plugin (controller)",
+            reconcile_time.clone(),
+        );
+        let max_concurrent = Family::default();
+        r.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Reconciles of one plugin (controller) that may run at once",
+            Family::clone(&max_concurrent),
+        );
+        let active_workers = Family::default();
+        r.register(
+            "controller_runtime_active_workers",
+            "Reconciles of one plugin (controller) running now",
+            Family::clone(&active_workers),
+        );
+        let retries = Family::default();
+        r.register(
+            "workqueue_retries",
+            "Objects requeued with backoff after a failure, per plugin (name)",
+            Family::clone(&retries),
+        );
+        let depth = Family::default();
+        r.register(
+            "workqueue_depth",
+            "Objects waiting for a reconcile, per plugin (name)",
+            Family::clone(&depth),
+        );
+        let adds = Family::default();
+        r.register(
+            "workqueue_adds",
+            "Objects queued by a watch event (not already waiting), per plugin (name)",
+            Family::clone(&adds),
+        );
+        let queue_duration: Histograms<NameLabels> =
+            Family::new_with_constructor(duration_histogram);
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "Time an object waited between its watch event and its reconcile, per plugin (name)",
+            queue_duration.clone(),
+        );
+        let work_duration: Histograms<NameLabels> =
+            Family::new_with_constructor(duration_histogram);
+        r.register(
+            "workqueue_work_duration_seconds",
+            "Time an object was being worked on, per plugin (name)",
+            work_duration.clone(),
+        );
+        let leader = Family::default();
+        r.register(
+            "leader_election_master_status",
+            "1 while this host holds the leader Lease (name), else 0",
+            Family::clone(&leader),
+        );
+        let outcomes = Family::default();
+        r.register(
+            "wasmop_reconcile_outcomes",
+            "Plugin calls per plugin and outcome (done, requeue, retryable-error, \
+             permanent-error, trap, timeout, out-of-memory, denied, limit-exceeded)",
+            Family::clone(&outcomes),
+        );
+        let failures = Family::default();
+        r.register(
+            "wasmop_plugin_aborts",
+            "Plugin calls stopped by the host, per plugin and cause (trap, deadline, fuel, \
+             out-of-memory, host-bytes, host-calls)",
+            Family::clone(&failures),
+        );
+        let denied = Family::default();
+        r.register(
             "wasmop_host_calls_denied",
             "Host calls refused by the plugin's grants, per plugin and verb",
-            denied.clone(),
+            Family::clone(&denied),
         );
-        let events_dropped = Family::<PluginLabels, Counter>::default();
-        registry.register(
+        let host_calls = Family::default();
+        r.register(
+            "wasmop_host_calls",
+            "Host calls that reached the cluster, per plugin, verb and outcome (ok or the \
+             kube-error case)",
+            Family::clone(&host_calls),
+        );
+        let events_dropped = Family::default();
+        r.register(
             "wasmop_events_dropped",
             "Kubernetes Events not written because of the per-object rate limit",
-            events_dropped.clone(),
+            Family::clone(&events_dropped),
         );
-        let plugin_state = Family::<StateLabels, Gauge>::default();
-        registry.register(
+        let plugin_state = Family::default();
+        r.register(
             "wasmop_plugin_state",
             "1 for the state each plugin is in (waiting-for-kinds, running)",
-            plugin_state.clone(),
+            Family::clone(&plugin_state),
+        );
+        let plugin_info = Family::default();
+        r.register(
+            "wasmop_plugin_info",
+            "1 for each loaded plugin, with its version and component digest",
+            Family::clone(&plugin_info),
+        );
+        let load_time: Histograms<LoadLabels> = Family::new_with_constructor(load_histogram);
+        r.register(
+            "wasmop_plugin_load_seconds",
+            "Time to compile a plugin (or load its cached artefact)",
+            load_time.clone(),
         );
         Self {
-            registry: Arc::new(registry),
+            registry: Arc::new(r),
             reconciles,
             reconcile_errors,
+            terminal_errors,
+            panics,
+            reconcile_time,
+            max_concurrent,
+            active_workers,
+            retries,
+            depth,
+            adds,
+            queue_duration,
+            work_duration,
+            leader,
+            outcomes,
+            failures,
             denied,
+            host_calls,
             events_dropped,
             plugin_state,
+            plugin_info,
+            load_time,
         }
     }
 
-    /// Counts one finished reconcile; `result` is a bounded label (an outcome label).
-    pub fn reconciled(&self, plugin: &str, result: &str, success: bool) {
+    fn controller(plugin: &str) -> ControllerLabels {
+        ControllerLabels {
+            controller: plugin.to_owned(),
+        }
+    }
+
+    fn result(&self, plugin: &str, result: &str, elapsed: Duration) {
         self.reconciles
             .get_or_create(&ResultLabels {
                 controller: plugin.to_owned(),
                 result: result.to_owned(),
             })
             .inc();
-        if !success {
+        if result == "error" {
             self.reconcile_errors
-                .get_or_create(&ControllerLabels {
-                    controller: plugin.to_owned(),
+                .get_or_create(&Self::controller(plugin))
+                .inc();
+        }
+        let seconds = elapsed.as_secs_f64();
+        self.reconcile_time
+            .get_or_create(&Self::controller(plugin))
+            .observe(seconds);
+        self.work_duration
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .observe(seconds);
+    }
+
+    /// Counts one finished plugin call and its time, under controller-runtime's result and
+    /// wasmop's outcome (and abort cause, when the host stopped the call).
+    pub fn reconciled(&self, plugin: &str, outcome: &Outcome, elapsed: Duration) {
+        let result = match outcome {
+            Outcome::Action(Action::Done) => "success",
+            Outcome::Action(Action::RequeueAfter(_)) => "requeue_after",
+            _ => "error",
+        };
+        self.result(plugin, result, elapsed);
+        self.outcomes
+            .get_or_create(&OutcomeLabels {
+                plugin: plugin.to_owned(),
+                outcome: outcome.label().to_owned(),
+            })
+            .inc();
+        let cause = match outcome {
+            Outcome::Trap { .. } => {
+                self.panics.get_or_create(&Self::controller(plugin)).inc();
+                Some("trap")
+            }
+            Outcome::PluginError {
+                kind: PluginErrorKind::Permanent,
+                ..
+            } => {
+                self.terminal_errors
+                    .get_or_create(&Self::controller(plugin))
+                    .inc();
+                None
+            }
+            Outcome::Timeout(Budget::WallClock(_)) => Some("deadline"),
+            Outcome::Timeout(Budget::Fuel(_)) => Some("fuel"),
+            Outcome::OutOfMemory { .. } => Some("out-of-memory"),
+            Outcome::LimitExceeded(LimitKind::HostBytes(_)) => Some("host-bytes"),
+            Outcome::LimitExceeded(LimitKind::HostCalls(_)) => Some("host-calls"),
+            _ => None,
+        };
+        if let Some(cause) = cause {
+            self.failures
+                .get_or_create(&CauseLabels {
+                    plugin: plugin.to_owned(),
+                    cause: cause.to_owned(),
                 })
                 .inc();
         }
+    }
+
+    /// Counts a reconcile that failed in the host before or after the plugin call.
+    pub fn host_failed(&self, plugin: &str, elapsed: Duration) {
+        self.result(plugin, "error", elapsed);
+    }
+
+    /// Counts one object requeued with backoff.
+    pub fn retried(&self, plugin: &str) {
+        self.retries
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records how many objects of `plugin` wait for a reconcile.
+    pub fn queue_depth(&self, plugin: &str, n: usize) {
+        self.depth
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+        // Created with the depth, so a plugin that never queued reports its count as 0.
+        let name = NameLabels {
+            name: plugin.to_owned(),
+        };
+        drop(self.queue_duration.get_or_create(&name));
+        drop(self.adds.get_or_create(&name));
+    }
+
+    /// Counts one object queued by a watch event.
+    pub fn queue_added(&self, plugin: &str) {
+        self.adds
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records how long an object waited before its reconcile started.
+    pub fn queued_for(&self, plugin: &str, waited: Duration) {
+        self.queue_duration
+            .get_or_create(&NameLabels {
+                name: plugin.to_owned(),
+            })
+            .observe(waited.as_secs_f64());
+    }
+
+    /// Records how many reconciles of `plugin` may run at once.
+    pub fn max_concurrent(&self, plugin: &str, n: u16) {
+        self.max_concurrent
+            .get_or_create(&Self::controller(plugin))
+            .set(i64::from(n));
+    }
+
+    /// Counts a running reconcile until the returned guard is dropped.
+    pub fn active(&self, plugin: &str) -> ActiveWorker {
+        let gauge = self
+            .active_workers
+            .get_or_create(&Self::controller(plugin))
+            .clone();
+        gauge.inc();
+        ActiveWorker(gauge)
+    }
+
+    /// Records whether this host holds the leader Lease `lease`.
+    pub fn leader(&self, lease: &str, leading: bool) {
+        self.leader
+            .get_or_create(&NameLabels {
+                name: lease.to_owned(),
+            })
+            .set(i64::from(leading));
+    }
+
+    /// Records a loaded plugin: its version and digest, and how long loading took.
+    pub fn plugin_loaded(
+        &self,
+        plugin: &str,
+        version: &str,
+        digest: &str,
+        load_time: Duration,
+        from_cache: bool,
+    ) {
+        self.plugin_info
+            .get_or_create(&InfoLabels {
+                plugin: plugin.to_owned(),
+                version: version.to_owned(),
+                digest: digest.to_owned(),
+            })
+            .set(1);
+        self.load_time
+            .get_or_create(&LoadLabels {
+                plugin: plugin.to_owned(),
+                from_cache: from_cache.to_string(),
+            })
+            .observe(load_time.as_secs_f64());
     }
 
     /// Counts one denied host call.
@@ -152,6 +450,17 @@ impl Metrics {
             .get_or_create(&DeniedLabels {
                 plugin: plugin.to_owned(),
                 verb: verb.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one host call that reached the cluster; `outcome` is `ok` or a `kube-error` case.
+    pub fn host_call(&self, plugin: &str, verb: &str, outcome: &str) {
+        self.host_calls
+            .get_or_create(&CallLabels {
+                plugin: plugin.to_owned(),
+                verb: verb.to_owned(),
+                outcome: outcome.to_owned(),
             })
             .inc();
     }
@@ -185,55 +494,18 @@ impl Metrics {
         out
     }
 
-    /// Serves `GET /metrics` on `listener` until the task is dropped.
-    pub async fn serve(self, listener: TcpListener) {
-        loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(conn) => conn,
-                Err(error) => {
-                    tracing::warn!(%error, "metrics server cannot accept a connection");
-                    continue;
-                }
-            };
-            let metrics = self.clone();
-            tokio::spawn(async move {
-                let service =
-                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                        let metrics = metrics.clone();
-                        async move { Ok::<_, std::convert::Infallible>(metrics.respond(&req)) }
-                    });
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
-                    tracing::debug!(%error, %peer, "metrics connection ended with an error");
-                }
-            });
+    /// Answers `GET /metrics`.
+    pub fn route(&self, path: &str) -> Reply {
+        if path == "/metrics" {
+            Reply {
+                status: StatusCode::OK,
+                body: self.render(),
+                content_type: "text/plain; version=0.0.4; charset=utf-8",
+            }
+        } else {
+            Reply::text(StatusCode::NOT_FOUND, "not found: try /metrics\n")
         }
     }
-
-    fn respond<B>(&self, req: &Request<B>) -> Response<Full<Bytes>> {
-        let (status, body) = if req.uri().path() == "/metrics" {
-            (StatusCode::OK, self.render())
-        } else {
-            (
-                StatusCode::NOT_FOUND,
-                "not found: try /metrics\n".to_owned(),
-            )
-        };
-        let mut response = Response::new(Full::new(Bytes::from(body)));
-        *response.status_mut() = status;
-        response.headers_mut().insert(
-            hyper::header::CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        );
-        response
-    }
-}
-
-/// Binds the metrics address; the caller spawns [`Metrics::serve`] with the listener.
-pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(address).await
 }
 
 #[cfg(test)]
@@ -265,5 +537,95 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#"wasmop_plugin_state{plugin="p",state="waiting-for-kinds"} 0"#));
+    }
+
+    #[test]
+    fn reconciles_use_controller_runtime_results_and_keep_wasmop_outcomes() {
+        let m = Metrics::new();
+        let ms = Duration::from_millis(20);
+        m.reconciled("p", &Outcome::Action(Action::Done), ms);
+        m.reconciled("p", &Outcome::Action(Action::RequeueAfter(ms)), ms);
+        m.reconciled(
+            "p",
+            &Outcome::Trap {
+                message: "boom".into(),
+                backtrace: vec![],
+            },
+            ms,
+        );
+        m.reconciled("p", &Outcome::Timeout(Budget::Fuel(10)), ms);
+        m.reconciled(
+            "p",
+            &Outcome::PluginError {
+                kind: PluginErrorKind::Permanent,
+                message: "no".into(),
+            },
+            ms,
+        );
+        let text = m.render();
+        for line in [
+            r#"controller_runtime_reconcile_total{controller="p",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="p",result="requeue_after"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="p",result="error"} 3"#,
+            r#"controller_runtime_reconcile_errors_total{controller="p"} 3"#,
+            r#"controller_runtime_reconcile_panics_total{controller="p"} 1"#,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="p"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="p"} 5"#,
+            r#"workqueue_work_duration_seconds_count{name="p"} 5"#,
+            r#"wasmop_reconcile_outcomes_total{plugin="p",outcome="trap"} 1"#,
+            r#"wasmop_plugin_aborts_total{plugin="p",cause="fuel"} 1"#,
+            r#"wasmop_plugin_aborts_total{plugin="p",cause="trap"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn active_workers_count_down_when_the_guard_drops() {
+        let m = Metrics::new();
+        m.max_concurrent("p", 4);
+        let a = m.active("p");
+        let b = m.active("p");
+        assert!(
+            m.render()
+                .contains(r#"controller_runtime_active_workers{controller="p"} 2"#)
+        );
+        drop(a);
+        drop(b);
+        let text = m.render();
+        assert!(
+            text.contains(r#"controller_runtime_active_workers{controller="p"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"controller_runtime_max_concurrent_reconciles{controller="p"} 4"#));
+    }
+
+    #[test]
+    fn leadership_retries_and_loaded_plugins_are_reported() {
+        let m = Metrics::new();
+        m.leader("wasmop-leader", true);
+        m.retried("p");
+        m.plugin_loaded("p", "1.2.0", "sha256:abc", Duration::from_millis(3), false);
+        let text = m.render();
+        for line in [
+            r#"leader_election_master_status{name="wasmop-leader"} 1"#,
+            r#"workqueue_retries_total{name="p"} 1"#,
+            r#"wasmop_plugin_info{plugin="p",version="1.2.0",digest="sha256:abc"} 1"#,
+            r#"wasmop_plugin_load_seconds_count{plugin="p",from_cache="false"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
+        m.leader("wasmop-leader", false);
+        assert!(
+            m.render()
+                .contains(r#"leader_election_master_status{name="wasmop-leader"} 0"#)
+        );
+    }
+
+    #[test]
+    fn only_metrics_is_served() {
+        let m = Metrics::new();
+        assert_eq!(m.route("/metrics").status, StatusCode::OK);
+        assert_eq!(m.route("/").status, StatusCode::NOT_FOUND);
     }
 }

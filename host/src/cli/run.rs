@@ -22,6 +22,8 @@ pub async fn run(raw: RawRun) -> anyhow::Result<Exit> {
         concurrency = config.concurrency,
         resync_s = config.resync_period.map(|d| d.as_secs()),
         namespace = %config.namespace,
+        leader_election = config.leader_election.is_some(),
+        shutdown_timeout_s = config.shutdown_timeout.as_secs(),
         "wasmop run starting"
     );
     crate::host::run(config).await?;

@@ -32,6 +32,15 @@ pub struct RunArgs {
     /// Where `/metrics` is served (`host:port`; `""` disables it).
     #[arg(long, env = "WASMOP_METRICS_ADDRESS", value_name = "ADDR")]
     pub metrics_address: Option<String>,
+    /// Where `/healthz`, `/readyz` and `/status` are served (`host:port`; `""` disables it).
+    #[arg(long, env = "WASMOP_HEALTH_ADDRESS", value_name = "ADDR")]
+    pub health_address: Option<String>,
+    /// How long running reconciles get to finish after SIGTERM/SIGINT (`30s`).
+    #[arg(long, env = "WASMOP_SHUTDOWN_TIMEOUT", value_name = "DURATION")]
+    pub shutdown_timeout: Option<String>,
+    /// Take part in leader election (only the Lease holder reconciles).
+    #[arg(long, env = "WASMOP_LEADER_ELECT", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: Option<bool>,
     /// Directory for precompiled plugin artefacts.
     #[arg(long = "cache-dir", env = "WASMOP_CACHE_DIR", value_name = "DIR")]
     pub cache_directory: Option<PathBuf>,
@@ -82,6 +91,17 @@ impl RunArgs {
         if let Some(a) = &self.metrics_address {
             raw.metrics_address = Some(a.clone());
         }
+        if let Some(a) = &self.health_address {
+            raw.health_address = Some(a.clone());
+        }
+        if let Some(t) = &self.shutdown_timeout {
+            raw.shutdown_timeout = Some(t.clone());
+        }
+        if let Some(on) = self.leader_elect {
+            raw.leader_election
+                .get_or_insert_with(Default::default)
+                .enabled = Some(on);
+        }
         if let Some(ns) = &self.namespace {
             raw.namespace = Some(ns.clone());
         }
@@ -117,6 +137,22 @@ mod tests {
         assert_eq!(c.concurrency, 8);
         assert_eq!(c.log_format, LogFormat::Json);
         assert_eq!(c.sources, vec![PathBuf::from("/b")]);
+    }
+
+    #[tokio::test]
+    async fn leader_elect_flag_enables_election_configured_in_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("wasmop.yaml");
+        tokio::fs::write(&file, "leaderElection: {leaseName: mine, enabled: false}\n")
+            .await
+            .expect("write");
+        let args = RunArgs {
+            config: Some(file),
+            leader_elect: Some(true),
+            ..RunArgs::default()
+        };
+        let c = args.load().await.expect("valid");
+        assert_eq!(c.leader_election.expect("enabled").lease_name, "mine");
     }
 
     #[tokio::test]

@@ -15,6 +15,18 @@
 //! logFormat: json
 //! # Where `/metrics` is served (default 0.0.0.0:9090; `""` disables it).
 //! metricsAddress: 127.0.0.1:9090
+//! # Where `/healthz`, `/readyz` and `/status` are served (default 0.0.0.0:8081; `""` disables).
+//! healthAddress: 127.0.0.1:8081
+//! # How long running reconciles get to finish after SIGTERM/SIGINT (default 30s).
+//! shutdownTimeout: 30s
+//! # Only the holder of a Lease reconciles; the others keep their caches warm (default: off).
+//! leaderElection:
+//!   enabled: true
+//!   leaseName: wasmop-leader       # default wasmop-leader
+//!   leaseNamespace: wasmop-system  # default: `namespace`
+//!   leaseDuration: 15s
+//!   renewDeadline: 10s
+//!   retryPeriod: 2s
 //! # Directory for precompiled plugin artefacts (default: none, compile at every start).
 //! cacheDirectory: /var/cache/wasmop
 //! # The host's own namespace, where it records plugins' finalizers (default: $POD_NAMESPACE,
@@ -63,6 +75,12 @@ pub struct RawConfig {
     pub log_format: Option<String>,
     /// Address of the metrics server, or `""` for none.
     pub metrics_address: Option<String>,
+    /// Address of the health-probe server, or `""` for none.
+    pub health_address: Option<String>,
+    /// Grace for running reconciles after a shutdown signal, as a duration.
+    pub shutdown_timeout: Option<String>,
+    /// Leader election.
+    pub leader_election: Option<RawLeaderElection>,
     /// Artefact cache directory.
     pub cache_directory: Option<String>,
     /// The host's own namespace.
@@ -74,6 +92,24 @@ pub struct RawConfig {
     /// Settings per plugin name.
     #[serde(default)]
     pub plugins: BTreeMap<String, RawPluginSettings>,
+}
+
+/// Leader election over a `coordination.k8s.io/v1` Lease.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawLeaderElection {
+    /// Whether to take part in leader election.
+    pub enabled: Option<bool>,
+    /// The Lease's name.
+    pub lease_name: Option<String>,
+    /// The Lease's namespace.
+    pub lease_namespace: Option<String>,
+    /// How long a lease is valid after its last renewal, as a duration.
+    pub lease_duration: Option<String>,
+    /// How long the leader keeps trying to renew before it gives up, as a duration.
+    pub renew_deadline: Option<String>,
+    /// How often acquiring or renewing is tried, as a duration.
+    pub retry_period: Option<String>,
 }
 
 /// One plugin source.

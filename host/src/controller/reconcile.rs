@@ -53,6 +53,10 @@ pub async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<PluginCtx>,
 ) -> Result<Action, ReconcileError> {
+    ctx.queue.started(
+        obj.metadata.namespace.as_deref(),
+        obj.metadata.name.as_deref().unwrap_or(""),
+    );
     if !ctx.in_scope(&obj) {
         return Ok(Action::await_change());
     }
@@ -63,7 +67,16 @@ pub async fn reconcile(
         object.ref = %target,
         plugin.digest = %ctx.plugin.digest().short(),
     );
-    run(obj, target, ctx).instrument(span).await
+    let started = std::time::Instant::now();
+    let result = run(obj, target, ctx.clone()).instrument(span).await;
+    if let Err(error) = &result {
+        let plugin = ctx.plugin.info().name.as_str();
+        ctx.shared.metrics.host_failed(plugin, started.elapsed());
+        ctx.shared
+            .status
+            .reconciled(plugin, Some(crate::controller::chain(error)));
+    }
+    result
 }
 
 async fn run(
@@ -75,6 +88,8 @@ async fn run(
     // whole call so the host-wide bound covers host calls too.
     let _global = ctx.shared.global.acquire().await.ok();
     let _own = ctx.permits.acquire().await.ok();
+    let _active = ctx.shared.metrics.active(ctx.plugin.info().name.as_str());
+    let started = std::time::Instant::now();
     let info = ctx.plugin.info();
     let deleting = obj.metadata.deletion_timestamp.is_some();
     let has_finalizer =
@@ -127,7 +142,7 @@ async fn run(
             .map_err(finalizer_error)?;
         tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
     }
-    Ok(settle(&ctx, &obj, &target, outcome, cleanup).await)
+    Ok(settle(&ctx, &obj, &target, outcome, cleanup, started.elapsed()).await)
 }
 
 fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
@@ -148,11 +163,13 @@ async fn settle(
     target: &ObjectRef,
     outcome: Outcome,
     cleanup: bool,
+    elapsed: std::time::Duration,
 ) -> Action {
     let plugin = ctx.plugin.info().name.as_str();
+    ctx.shared.metrics.reconciled(plugin, &outcome, elapsed);
     ctx.shared
-        .metrics
-        .reconciled(plugin, outcome.label(), outcome.is_success());
+        .status
+        .reconciled(plugin, (!outcome.is_success()).then(|| outcome.to_string()));
     let entry = if cleanup { "cleanup" } else { "reconcile" };
     match &outcome {
         Outcome::Action(action) => {
@@ -182,6 +199,7 @@ async fn settle(
         _ => report(ctx, obj, target, "PluginFailed", entry, &outcome).await,
     }
     let (delay, failures) = ctx.backoffs.failed(target);
+    ctx.shared.metrics.retried(plugin);
     tracing::warn!(
         outcome = %outcome,
         failures,
@@ -237,6 +255,7 @@ pub fn error_policy(
     ctx: Arc<PluginCtx>,
 ) -> Action {
     let (delay, failures) = ctx.backoffs.failed(error.target());
+    ctx.shared.metrics.retried(ctx.plugin.info().name.as_str());
     tracing::warn!(
         plugin = %ctx.plugin.info().name,
         object.ref = %error.target(),

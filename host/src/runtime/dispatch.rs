@@ -58,6 +58,15 @@ pub async fn call(
     request: Request,
     entry: Entry,
 ) -> Outcome {
+    // One span per reconcile: the controller opens it (with these fields) around the whole
+    // reconcile, finalizer handling included; only a caller that did not (the offline
+    // harness) gets it here.
+    if tracing::Span::current()
+        .metadata()
+        .is_some_and(|m| m.name() == "reconcile")
+    {
+        return run(plugin, cluster, request, entry).await;
+    }
     let span = tracing::info_span!(
         "reconcile",
         plugin = %plugin.info.name,

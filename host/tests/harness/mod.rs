@@ -49,12 +49,14 @@ pub struct Host {
     child: tokio::process::Child,
     log: PathBuf,
     metrics: String,
+    health: String,
     _dir: tempfile::TempDir,
 }
 
 impl Host {
     /// Starts `wasmop run` with the guests named in `plugins`, and `config` (YAML, without
-    /// `sources`, `namespace`, `logFormat` or `metricsAddress`, which are set here).
+    /// `sources`, `namespace`, `logFormat`, `metricsAddress` or `healthAddress`, which are set
+    /// here).
     pub async fn start(env: &TestEnv, plugins: &[&str], config: &str) -> Host {
         install_rbac(env).await;
         let kubeconfig = env
@@ -74,7 +76,7 @@ impl Host {
         }
         let file = dir.path().join("wasmop.yaml");
         let text = format!(
-            "sources: [{{directory: {}}}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\n{config}",
+            "sources: [{{directory: {}}}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\nhealthAddress: 127.0.0.1:0\n{config}",
             plugin_dir.display(),
             env.namespace()
         );
@@ -98,6 +100,7 @@ impl Host {
             child,
             log,
             metrics: String::new(),
+            health: String::new(),
             _dir: dir,
         };
         let line = host
@@ -106,7 +109,57 @@ impl Host {
             })
             .await;
         host.metrics = line["fields"]["address"].as_str().unwrap().to_owned();
+        let line = host
+            .wait_log("the probe server to listen", |l| {
+                message(l) == "serving /healthz, /readyz and /status"
+            })
+            .await;
+        host.health = line["fields"]["address"].as_str().unwrap().to_owned();
         host
+    }
+
+    /// The probe server's address (`127.0.0.1:port`).
+    pub fn health_address(&self) -> &str {
+        &self.health
+    }
+
+    /// `GET path` on the probe server: the status code and the body.
+    pub async fn probe(&self, path: &str) -> (u16, String) {
+        let mut stream = tokio::net::TcpStream::connect(&self.health)
+            .await
+            .expect("probe connect");
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .await
+            .expect("probe request");
+        let mut text = String::new();
+        stream
+            .read_to_string(&mut text)
+            .await
+            .expect("probe response");
+        let (head, body) = text.split_once("\r\n\r\n").expect("http");
+        let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (code, body.to_owned())
+    }
+
+    /// Sends SIGTERM (a graceful shutdown).
+    pub async fn terminate(&self) {
+        let pid = self.child.id().expect("the host is running");
+        let status = tokio::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .await
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM {pid} failed");
+    }
+
+    /// Waits for the host to exit (at most `PATIENCE`) and returns its exit status.
+    pub async fn wait_exit(&mut self) -> std::process::ExitStatus {
+        match tokio::time::timeout(PATIENCE, self.child.wait()).await {
+            Ok(status) => status.expect("wait"),
+            Err(_) => panic!("the host did not exit; log:\n{}", self.log_text()),
+        }
     }
 
     /// Every JSON line the host has logged so far.
@@ -175,7 +228,7 @@ impl Host {
             .unwrap_or(0.0)
     }
 
-    /// Stops the host with SIGTERM-equivalent kill and waits for it.
+    /// Kills the host (SIGKILL: no graceful shutdown) and waits for it.
     pub async fn stop(mut self) {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
