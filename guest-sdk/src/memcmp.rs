@@ -10,6 +10,9 @@
 //! Only the wasm32 build defines the symbol; native builds (tests, doctests) keep the
 //! platform's. The comparison itself is plain safe code, tested on every target.
 
+// Natively only the tests use the comparison.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+
 use std::cmp::Ordering;
 
 /// `memcmp` (C semantics: the sign of the first differing byte, compared as unsigned).
