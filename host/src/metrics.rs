@@ -12,7 +12,8 @@
 //! taken), `workqueue_retries_total`, `workqueue_work_duration_seconds` and
 //! `leader_election_master_status{name}` (the Lease).
 //! wasmop's own are prefixed `wasmop_` (host calls by verb and outcome are counted by
-//! [`crate::controller::counted`]). Labels are bounded: plugin names, verbs, outcome and
+//! [`crate::controller::counted`]; `wasmop_plugin_memory_peak_bytes` and
+//! `wasmop_plugin_fuel_consumed_total` come from each call's [`Usage`]). Labels are bounded: plugin names, verbs, outcome and
 //! cause labels, states, versions and digests of loaded plugins — never object names.
 
 mod labels;
@@ -32,7 +33,7 @@ use self::labels::{
     OutcomeLabels, PluginLabels, ResultLabels, StateLabels,
 };
 use crate::http::Reply;
-use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind};
+use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
 
 /// A plugin's lifecycle state, as reported by `wasmop_plugin_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +94,8 @@ pub struct Metrics {
     plugin_state: Family<StateLabels, Gauge>,
     plugin_info: Family<InfoLabels, Gauge>,
     load_time: Histograms<LoadLabels>,
+    memory_peak: Family<PluginLabels, Gauge>,
+    fuel: Family<PluginLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -246,6 +249,18 @@ impl Metrics {
             "Time to compile a plugin (or load its cached artefact)",
             load_time.clone(),
         );
+        let memory_peak = Family::<PluginLabels, Gauge>::default();
+        r.register(
+            "wasmop_plugin_memory_peak_bytes",
+            "The largest linear memory any call of the plugin reached (its high-water mark)",
+            memory_peak.clone(),
+        );
+        let fuel = Family::<PluginLabels, Counter>::default();
+        r.register(
+            "wasmop_plugin_fuel_consumed",
+            "Fuel (roughly, wasm instructions) the plugin's calls consumed, when it has a fuel budget",
+            fuel.clone(),
+        );
         Self {
             registry: Arc::new(r),
             reconciles,
@@ -269,6 +284,8 @@ impl Metrics {
             plugin_state,
             plugin_info,
             load_time,
+            memory_peak,
+            fuel,
         }
     }
 
@@ -474,6 +491,21 @@ impl Metrics {
             .inc();
     }
 
+    /// Records what one call used: raises the plugin's memory high-water mark, adds its fuel.
+    pub fn usage(&self, plugin: &str, usage: &Usage) {
+        let labels = PluginLabels {
+            plugin: plugin.to_owned(),
+        };
+        let peak = i64::try_from(usage.memory_peak).unwrap_or(i64::MAX);
+        self.memory_peak
+            .get_or_create(&labels)
+            .inner()
+            .fetch_max(peak, std::sync::atomic::Ordering::Relaxed);
+        if let Some(fuel) = usage.fuel {
+            self.fuel.get_or_create(&labels).inc_by(fuel);
+        }
+    }
+
     /// Records the state a plugin is in (1 for it, 0 for the others).
     pub fn plugin_state(&self, plugin: &str, state: PluginState) {
         for s in PluginState::ALL {
@@ -522,6 +554,24 @@ mod tests {
             text.contains(
                 r#"wasmop_host_calls_denied_total{plugin="database-config",verb="get"} 2"#
             ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn memory_high_water_mark_only_rises_and_fuel_adds_up() {
+        let m = Metrics::new();
+        let call = |memory_peak, fuel| Usage { memory_peak, fuel };
+        m.usage("p", &call(2 << 20, Some(1_000)));
+        m.usage("p", &call(1 << 20, Some(500)));
+        m.usage("p", &call(3 << 20, None));
+        let text = m.render();
+        assert!(
+            text.contains(r#"wasmop_plugin_memory_peak_bytes{plugin="p"} 3145728"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"wasmop_plugin_fuel_consumed_total{plugin="p"} 1500"#),
             "{text}"
         );
     }

@@ -34,7 +34,7 @@ use self::call::CallState;
 pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
 pub use self::loader::{LoadError, LoadStats};
-pub use self::outcome::{Action, Budget, LimitKind, Outcome, PluginErrorKind};
+pub use self::outcome::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
 use crate::cluster::{Cluster, ObjectRef};
 use crate::plugin::{Digest, PluginInfo};
 use crate::policy::{Grants, Policy};
@@ -365,11 +365,29 @@ impl Plugin {
     /// # Cancellation
     /// Dropping the future drops the instance; writes the plugin already made stay made.
     pub async fn reconcile(&self, cluster: Arc<dyn Cluster>, request: Request) -> Outcome {
+        self.reconcile_measured(cluster, request).await.0
+    }
+
+    /// [`Plugin::reconcile`], also telling what the call used of its budgets.
+    pub async fn reconcile_measured(
+        &self,
+        cluster: Arc<dyn Cluster>,
+        request: Request,
+    ) -> (Outcome, Usage) {
         dispatch::call(&self.inner, cluster, request, dispatch::Entry::Reconcile).await
     }
 
     /// Runs `cleanup` (for an object with the plugin's finalizer that is being deleted).
     pub async fn cleanup(&self, cluster: Arc<dyn Cluster>, request: Request) -> Outcome {
+        self.cleanup_measured(cluster, request).await.0
+    }
+
+    /// [`Plugin::cleanup`], also telling what the call used of its budgets.
+    pub async fn cleanup_measured(
+        &self,
+        cluster: Arc<dyn Cluster>,
+        request: Request,
+    ) -> (Outcome, Usage) {
         dispatch::call(&self.inner, cluster, request, dispatch::Entry::Cleanup).await
     }
 }

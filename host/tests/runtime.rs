@@ -329,6 +329,40 @@ async fn fuel_budget_stops_a_spinning_guest() {
     assert!(outcome.to_string().contains("fuel budget of 50000000"));
 }
 
+#[tokio::test]
+async fn a_call_reports_its_memory_high_water_mark_and_the_fuel_it_used() {
+    let limits = Limits {
+        fuel: Some(5_000_000_000),
+        ..test_limits()
+    };
+    let rt = Runtime::new(RuntimeConfig::default().concurrency(2).limits(limits)).expect("runtime");
+    let plugin = load(&rt, "well-behaved").await;
+    let object = target("measured", "1");
+    let (outcome, usage) = plugin
+        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    // At least the guest's initial linear memory, and within its limit.
+    assert!(usage.memory_peak >= 64 << 10, "{usage:?}");
+    assert!(usage.memory_peak <= Limits::default().memory, "{usage:?}");
+    let fuel = usage
+        .fuel
+        .expect("fuel is reported when the plugin has a budget");
+    assert!(fuel > 0 && fuel < 5_000_000_000, "{usage:?}");
+
+    let spinning = load(&rt, "infinite-loop").await;
+    let object = target("spin", "1");
+    let (outcome, usage) = spinning
+        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Timeout(Budget::Fuel(5_000_000_000)),
+        "{outcome}"
+    );
+    assert_eq!(usage.fuel, Some(5_000_000_000), "the whole budget was used");
+}
+
 /// A cluster whose reads never answer.
 struct Stuck;
 

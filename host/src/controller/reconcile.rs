@@ -100,11 +100,16 @@ async fn run(
         source: Box::new(source),
     };
 
-    let (outcome, cleanup) = match (&info.finalizer, deleting) {
+    let ((outcome, usage), cleanup) = match (&info.finalizer, deleting) {
         (Some(f), true) if has_finalizer(&obj, f) => {
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj)?;
-            (ctx.plugin.cleanup(ctx.cluster.clone(), request).await, true)
+            (
+                ctx.plugin
+                    .cleanup_measured(ctx.cluster.clone(), request)
+                    .await,
+                true,
+            )
         }
         // Being deleted without our finalizer: nothing of ours to do.
         (_, true) => return Ok(Action::await_change()),
@@ -120,19 +125,24 @@ async fn run(
             };
             let request = request(&target, &current)?;
             (
-                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
+                ctx.plugin
+                    .reconcile_measured(ctx.cluster.clone(), request)
+                    .await,
                 false,
             )
         }
         (None, false) => {
             let request = request(&target, &obj)?;
             (
-                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
+                ctx.plugin
+                    .reconcile_measured(ctx.cluster.clone(), request)
+                    .await,
                 false,
             )
         }
     };
 
+    ctx.shared.metrics.usage(info.name.as_str(), &usage);
     if cleanup
         && outcome == Outcome::Action(runtime::Action::Done)
         && let Some(f) = &info.finalizer

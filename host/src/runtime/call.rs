@@ -47,6 +47,8 @@ pub struct CallLimiter {
     memory: u64,
     /// The size the guest asked for when growth was refused.
     pub refused_growth: Option<usize>,
+    /// The largest linear memory the call reached, in bytes (its high-water mark).
+    pub peak: usize,
 }
 
 impl ResourceLimiter for CallLimiter {
@@ -65,6 +67,7 @@ impl ResourceLimiter for CallLimiter {
                 self.memory
             );
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 
@@ -269,6 +272,7 @@ impl CallState {
             limiter: CallLimiter {
                 memory: shared.limits.memory,
                 refused_growth: None,
+                peak: 0,
             },
             deadline: Instant::now() + shared.limits.deadline,
             host: HostContext {

@@ -12,7 +12,7 @@ use super::PluginInner;
 use super::bindings::exports::wasmop::plugin::reconciler;
 use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
 use super::hostcalls::{json_text, to_wit_ref};
-use super::outcome::{Action, Budget, Outcome, PluginErrorKind};
+use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
 use super::wasi::{self, Printed};
 use super::{Limits, Request};
 use crate::cluster::{Cluster, ObjectRef};
@@ -57,7 +57,7 @@ pub async fn call(
     cluster: Arc<dyn Cluster>,
     request: Request,
     entry: Entry,
-) -> Outcome {
+) -> (Outcome, Usage) {
     // One span per reconcile: the controller opens it (with these fields) around the whole
     // reconcile, finalizer handling included; only a caller that did not (the offline
     // harness) gets it here.
@@ -97,7 +97,7 @@ async fn run(
     cluster: Arc<dyn Cluster>,
     request: Request,
     entry: Entry,
-) -> Outcome {
+) -> (Outcome, Usage) {
     let limits = &plugin.shared.limits;
     // Never fails: the semaphore lives as long as the runtime and is never closed.
     let Ok(_slot) = plugin.runtime.slots.acquire().await else {
@@ -107,10 +107,11 @@ async fn run(
     let mut store = match new_store(&plugin.runtime.engine, state, limits.fuel) {
         Ok(store) => store,
         Err(e) => {
-            return Outcome::Trap {
+            let outcome = Outcome::Trap {
                 message: format!("cannot prepare the call: {e:#}"),
                 backtrace: Vec::new(),
             };
+            return (outcome, Usage::default());
         }
     };
     let wit_request = reconciler::Request {
@@ -129,7 +130,14 @@ async fn run(
     // The epoch deadline stops a guest that computes; this also stops one waiting in a host
     // call (a slow API server), which epochs cannot interrupt.
     let result = tokio::time::timeout(limits.deadline, call).await;
+    let fuel = limits
+        .fuel
+        .map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0)));
     let state = store.data();
+    let usage = Usage {
+        memory_peak: u64::try_from(state.limiter.peak).unwrap_or(u64::MAX),
+        fuel,
+    };
     let printed = state.output.take();
     wasi::forward(
         &printed,
@@ -155,7 +163,7 @@ async fn run(
     // Dropping the instance returns its slot to the pool; the WASI context goes back to the
     // plugin for its next call.
     store.into_data().recycle(plugin);
-    outcome
+    (outcome, usage)
 }
 
 /// Logs how a call ended. The span carries the plugin and object too, but it is at INFO and

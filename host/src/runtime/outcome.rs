@@ -6,6 +6,15 @@ use std::time::Duration;
 
 use crate::policy::Denial;
 
+/// What one call used of its budgets, for the operator's metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// The largest linear memory the call reached, in bytes.
+    pub memory_peak: u64,
+    /// The fuel the call consumed, when the plugin runs with a fuel budget.
+    pub fuel: Option<u64>,
+}
+
 /// What to do after a successful call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
