@@ -9,11 +9,20 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use wasmop::config::Config;
 use wasmop_testenv::ControlPlane;
 use wasmop_testenv::TestEnv;
 
 /// Every kustomization a user applies.
 const KUSTOMIZATIONS: &[&str] = &["deploy/base", "deploy/overlays/k3s"];
+
+/// Every host configuration file the deploy manifests and docs ship.
+const HOST_CONFIGS: &[&str] = &[
+    "deploy/config/wasmop.yaml",
+    "deploy/base/wasmop.yaml",
+    "deploy/overlays/k3s/wasmop.yaml",
+    "deploy/demo/config.yaml",
+];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -71,5 +80,21 @@ async fn kustomizations_pass_a_server_side_dry_run() {
         ] {
             assert!(out.contains(object), "{dir} does not hold {object}:\n{out}");
         }
+    }
+}
+
+#[tokio::test]
+async fn shipped_host_configs_are_valid() {
+    for file in HOST_CONFIGS {
+        let path = workspace().join(file);
+        let raw = Config::read_raw(&path)
+            .await
+            .unwrap_or_else(|e| panic!("{file}: {}", wasmop::controller::chain(&e)));
+        Config::from_raw(raw, None).unwrap_or_else(|e| {
+            panic!(
+                "{file} is not a valid host config: {}",
+                wasmop::controller::chain(&e)
+            )
+        });
     }
 }
