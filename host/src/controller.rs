@@ -24,6 +24,7 @@ pub mod filter;
 pub mod finalizer;
 pub mod mapping;
 pub mod reconcile;
+pub mod streak;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +84,9 @@ pub struct Shared {
 
 /// What one plugin's reconciles need.
 pub struct PluginCtx {
-    plugin: Plugin,
+    /// The version reconciles call: each reconcile takes the current one when it starts and
+    /// finishes on it, so a swap never interrupts a call.
+    plugin: watch::Receiver<Plugin>,
     /// The cluster as this plugin's host calls see it (confined to its namespaces).
     cluster: Arc<dyn Cluster>,
     shared: Shared,
@@ -92,9 +95,15 @@ pub struct PluginCtx {
     selector: Option<LabelSelector>,
     permits: Semaphore,
     backoffs: Backoffs<ObjectRef>,
+    streak: Arc<streak::Streak>,
 }
 
 impl PluginCtx {
+    /// The version a reconcile starting now calls.
+    pub fn current(&self) -> Plugin {
+        self.plugin.borrow().clone()
+    }
+
     /// Whether `obj` is one the plugin may see: inside its namespaces and matching its
     /// primary selector. (Mappings from other kinds can name objects outside them.)
     fn in_scope(&self, obj: &DynamicObject) -> bool {
@@ -216,12 +225,17 @@ async fn wait_for_kinds(plugin: &Plugin, shared: &Shared) -> Option<Kinds> {
     }
 }
 
-/// Runs `plugin` until the host shuts down.
+/// Runs the plugin until `shared.shutdown` fires, calling whichever version `version` holds
+/// when each reconcile starts. A new version must declare the same kinds (the registry
+/// restarts the controller otherwise): the watches are set up from the version at start.
+/// Every reconcile's outcome is recorded in `streak`.
 pub async fn run(
-    plugin: Plugin,
+    version: watch::Receiver<Plugin>,
     settings: PluginSettings,
     shared: Shared,
+    streak: Arc<streak::Streak>,
 ) -> Result<(), ControllerError> {
+    let plugin = version.borrow().clone();
     let info = plugin.info().clone();
     let name = info.name.to_string();
     let selector = info
@@ -245,7 +259,7 @@ pub async fn run(
         None => vec![None],
     };
     let ctx = Arc::new(PluginCtx {
-        plugin,
+        plugin: version,
         cluster: Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
         shared: shared.clone(),
         primary: primary.clone(),
@@ -253,8 +267,9 @@ pub async fn run(
         selector,
         permits: Semaphore::new(usize::from(settings.concurrency)),
         backoffs: Backoffs::default(),
+        streak,
     });
-    if let Some(entry) = finalizer_entry(ctx.plugin.info(), &settings) {
+    if let Some(entry) = finalizer_entry(&info, &settings) {
         // Without the record the orphan rule cannot release this finalizer if the plugin is
         // removed later; the plugin still runs, and the failure is logged.
         if let Err(error) = shared.orphans.record(&info.name, &entry).await {

@@ -1,9 +1,11 @@
 //! `wasmop run`: wires the configuration, the Kubernetes client, the runtime, the shared
-//! watches and one controller per plugin together, and runs until SIGINT/SIGTERM.
+//! watches, the plugin sources and the [`Registry`] (which runs one controller per plugin)
+//! together, and runs until SIGINT/SIGTERM.
 //!
 //! # Guarantees
 //! - A plugin that cannot be read or loaded, or that asks for permissions the host config
-//!   does not grant, is reported (log line) and left out; the other plugins run.
+//!   does not grant, is reported and left out; the other plugins run (see [`crate::registry`]
+//!   for what happens to a new version while the host runs).
 //! - Two components declaring the same plugin name: the first (in source order) runs, the
 //!   second is refused.
 //!
@@ -11,25 +13,25 @@
 //! Start-up fails only when the host itself cannot run: no Kubernetes client, the metrics
 //! address cannot be bound, the runtime cannot start.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use crate::config::{Config, PluginSettings};
-use crate::controller::{self, Shared};
+use crate::controller::Shared;
 use crate::events::EventSink;
 use crate::kubeapi::KubeCluster;
 use crate::kubeapi::discovery::Resolver;
 use crate::metrics::{self, Metrics};
-use crate::orphans::{self, Orphans};
+use crate::orphans::Orphans;
 use crate::plugin::{Permission, PluginInfo, PluginName, Verb};
-use crate::policy::{ExtraPermissions, Grants, Policy, kind_label};
-use crate::runtime::{LoadOptions, Plugin, Runtime, RuntimeConfig};
-use crate::source;
+use crate::policy::{Grants, Policy, kind_label};
+use crate::registry::Registry;
+use crate::runtime::{Runtime, RuntimeConfig};
+use crate::source::{self, Source};
 use crate::watches::Watches;
 
 /// Running reconciles get this long to finish after a shutdown signal.
@@ -87,16 +89,6 @@ pub enum PluginRefused {
         verbs: String,
         /// ` in namespace x` or empty.
         where_: String,
-    },
-    /// Another component already declared this plugin name.
-    #[error("plugin `{plugin}` from {} is refused: {} already declares that name", .path.display(), .first.display())]
-    Duplicate {
-        /// The name.
-        plugin: PluginName,
-        /// The refused component.
-        path: std::path::PathBuf,
-        /// The component that runs.
-        first: std::path::PathBuf,
     },
 }
 
@@ -177,77 +169,6 @@ pub async fn client(config: &Config) -> Result<Client, HostError> {
     }
 }
 
-/// Loads every plugin the sources hold, leaving out (and logging) those that fail.
-pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, PluginSettings)> {
-    let mut loaded: BTreeMap<PluginName, (Plugin, PluginSettings, std::path::PathBuf)> =
-        BTreeMap::new();
-    for dir in &config.sources {
-        let components = match source::read_directory(dir).await {
-            Ok(c) => c,
-            Err(error) => {
-                tracing::error!(error = %controller::chain(&error), "plugin source skipped");
-                continue;
-            }
-        };
-        for component in components {
-            let path = component.path.clone();
-            // The settings depend on the name, which only `describe` tells: load with the
-            // defaults first, then apply the plugin's own (no second compilation).
-            let probe = match runtime.load(component.bytes, LoadOptions::default()).await {
-                Ok(p) => p,
-                Err(error) => {
-                    tracing::error!(path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
-                    continue;
-                }
-            };
-            let name = probe.info().name.clone();
-            if let Some((_, _, first)) = loaded.get(&name) {
-                let error = PluginRefused::Duplicate {
-                    plugin: name,
-                    path,
-                    first: first.clone(),
-                };
-                tracing::error!(error = %error, "plugin not loaded");
-                continue;
-            }
-            let settings = config.plugin(&name).clone();
-            if let Err(error) = check_grants(probe.info(), &settings) {
-                tracing::error!(path = %path.display(), error = %error, "plugin not loaded");
-                continue;
-            }
-            let options = LoadOptions {
-                policy: Policy {
-                    namespaces: settings.namespaces.clone(),
-                    extra_permissions: ExtraPermissions::Grant,
-                },
-                config: settings.config.clone(),
-                limits: Some(settings.limits.clone()),
-            };
-            match probe.with_options(options) {
-                Ok(plugin) => {
-                    tracing::info!(
-                        plugin = %name,
-                        version = %plugin.info().version,
-                        digest = %plugin.digest().short(),
-                        path = %path.display(),
-                        "plugin loaded"
-                    );
-                    loaded.insert(name, (plugin, settings, path));
-                }
-                Err(error) => {
-                    tracing::error!(plugin = %name, path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
-                }
-            }
-        }
-    }
-    for name in config.configured_plugins() {
-        if !loaded.contains_key(name) {
-            tracing::warn!(plugin = %name, "the host config has settings for plugin `{name}`, but no source provides it");
-        }
-    }
-    loaded.into_values().map(|(p, s, _)| (p, s)).collect()
-}
-
 /// Runs the host until SIGINT or SIGTERM.
 pub async fn run(config: Config) -> Result<(), HostError> {
     let client = client(&config).await?;
@@ -271,8 +192,6 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         runtime_config = runtime_config.cache_dir(dir);
     }
     let runtime = Runtime::new(runtime_config).map_err(HostError::Runtime)?;
-    let plugins = load_plugins(&runtime, &config).await;
-    tracing::info!(plugins = plugins.len(), "plugins loaded");
 
     let resolver = Resolver::new(client.clone());
     let watches = Watches::new(client.clone());
@@ -284,36 +203,9 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         events.clone(),
     );
     let orphans = Orphans::new(client.clone(), &config.namespace);
-    let running: BTreeMap<String, orphans::Entry> = plugins
-        .iter()
-        .filter_map(|(p, s)| {
-            Some((
-                p.info().name.to_string(),
-                controller::finalizer_entry(p.info(), s)?,
-            ))
-        })
-        .collect();
-    match orphans.entries().await {
-        Ok(recorded) => {
-            for (plugin, entry) in orphans::orphaned(recorded, &running) {
-                tokio::spawn(orphans::release(
-                    orphans.clone(),
-                    client.clone(),
-                    resolver.clone(),
-                    events.clone(),
-                    plugin,
-                    entry,
-                    config.orphaned_finalizer_grace,
-                ));
-            }
-        }
-        Err(error) => {
-            tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
-        }
-    }
     let (stop, shutdown) = watch::channel(false);
     let shared = Shared {
-        client,
+        client: client.clone(),
         resolver,
         watches,
         cluster,
@@ -323,26 +215,40 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             usize::try_from(config.concurrency).unwrap_or(usize::MAX),
         )),
         resync: config.resync_period,
-        shutdown,
+        shutdown: shutdown.clone(),
         orphans,
     };
-    let mut tasks = tokio::task::JoinSet::new();
-    for (plugin, settings) in plugins {
-        let shared = shared.clone();
-        tasks.spawn(async move {
-            let name = plugin.info().name.clone();
-            if let Err(error) = controller::run(plugin, settings, shared).await {
-                tracing::error!(plugin = %name, error = %controller::chain(&error), "plugin controller failed");
+    let (updates, received) = mpsc::channel(16);
+    for (index, source) in config.sources.iter().enumerate() {
+        let (updates, shutdown) = (updates.clone(), shutdown.clone());
+        match source.clone() {
+            Source::Directory(dir) => {
+                tokio::spawn(source::directory::watch(
+                    index,
+                    dir,
+                    source::directory::DEBOUNCE,
+                    updates,
+                    shutdown,
+                ));
             }
-        });
+            Source::ConfigMap { namespace, name } => {
+                tokio::spawn(source::configmap::watch(
+                    index,
+                    client.clone(),
+                    namespace,
+                    name,
+                    updates,
+                    shutdown,
+                ));
+            }
+        }
     }
+    drop(updates);
+    let registry = tokio::spawn(Registry::new(runtime, config, shared).run(received));
     wait_for_signal().await?;
     tracing::info!("shutting down: no new reconciles, waiting for running ones");
     let _ = stop.send(true);
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, registry).await;
     if drained.is_err() {
         tracing::warn!(
             grace_s = SHUTDOWN_GRACE.as_secs(),

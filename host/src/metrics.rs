@@ -43,6 +43,12 @@ struct PluginLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    plugin: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     plugin: String,
     state: String,
@@ -77,6 +83,7 @@ pub struct Metrics {
     denied: Family<DeniedLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     plugin_state: Family<StateLabels, Gauge>,
+    reloads: Family<ReloadLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -119,6 +126,13 @@ impl Metrics {
             "1 for the state each plugin is in (waiting-for-kinds, running)",
             plugin_state.clone(),
         );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        registry.register(
+            "wasmop_plugin_reloads",
+            "Plugin versions offered by the sources, per plugin and result (loaded, unchanged, \
+             rejected, removed); `unknown` when a rejected component never said its name",
+            reloads.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             reconciles,
@@ -126,6 +140,7 @@ impl Metrics {
             denied,
             events_dropped,
             plugin_state,
+            reloads,
         }
     }
 
@@ -174,6 +189,26 @@ impl Metrics {
                     state: s.label().to_owned(),
                 })
                 .set(i64::from(s == state));
+        }
+    }
+
+    /// Counts one reload of a plugin; `result` is one of the registry's bounded result labels.
+    pub fn plugin_reload(&self, plugin: &str, result: &str) {
+        self.reloads
+            .get_or_create(&ReloadLabels {
+                plugin: plugin.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Forgets the state of a plugin that no longer runs (removed from its source).
+    pub fn plugin_gone(&self, plugin: &str) {
+        for s in PluginState::ALL {
+            self.plugin_state.remove(&StateLabels {
+                plugin: plugin.to_owned(),
+                state: s.label().to_owned(),
+            });
         }
     }
 

@@ -12,7 +12,7 @@ use super::PluginCtx;
 use super::finalizer::{self, FinalizerError};
 use crate::cluster::{EventType, ObjectRef};
 use crate::events::Record;
-use crate::runtime::{self, Outcome, PluginErrorKind, Request};
+use crate::runtime::{self, Outcome, Plugin, PluginErrorKind, Request};
 
 /// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
 #[derive(Debug, thiserror::Error)]
@@ -57,25 +57,29 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     }
     let target = ctx.target_of(&obj);
+    // This reconcile runs to its end on the version current now, even if a new one is
+    // swapped in meanwhile.
+    let plugin = ctx.current();
     let span = tracing::info_span!(
         "reconcile",
-        plugin = %ctx.plugin.info().name,
+        plugin = %plugin.info().name,
         object.ref = %target,
-        plugin.digest = %ctx.plugin.digest().short(),
+        plugin.digest = %plugin.digest().short(),
     );
-    run(obj, target, ctx).instrument(span).await
+    run(obj, target, ctx, plugin).instrument(span).await
 }
 
 async fn run(
     obj: Arc<DynamicObject>,
     target: ObjectRef,
     ctx: Arc<PluginCtx>,
+    plugin: Plugin,
 ) -> Result<Action, ReconcileError> {
     // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
     // whole call so the host-wide bound covers host calls too.
     let _global = ctx.shared.global.acquire().await.ok();
     let _own = ctx.permits.acquire().await.ok();
-    let info = ctx.plugin.info();
+    let info = plugin.info();
     let deleting = obj.metadata.deletion_timestamp.is_some();
     let has_finalizer =
         |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
@@ -89,7 +93,7 @@ async fn run(
         (Some(f), true) if has_finalizer(&obj, f) => {
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj)?;
-            (ctx.plugin.cleanup(ctx.cluster.clone(), request).await, true)
+            (plugin.cleanup(ctx.cluster.clone(), request).await, true)
         }
         // Being deleted without our finalizer: nothing of ours to do.
         (_, true) => return Ok(Action::await_change()),
@@ -104,17 +108,11 @@ async fn run(
                 Arc::new(added)
             };
             let request = request(&target, &current)?;
-            (
-                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
-                false,
-            )
+            (plugin.reconcile(ctx.cluster.clone(), request).await, false)
         }
         (None, false) => {
             let request = request(&target, &obj)?;
-            (
-                ctx.plugin.reconcile(ctx.cluster.clone(), request).await,
-                false,
-            )
+            (plugin.reconcile(ctx.cluster.clone(), request).await, false)
         }
     };
 
@@ -127,7 +125,7 @@ async fn run(
             .map_err(finalizer_error)?;
         tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
     }
-    Ok(settle(&ctx, &obj, &target, outcome, cleanup).await)
+    Ok(settle(&ctx, &plugin, &obj, &target, outcome, cleanup).await)
 }
 
 fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
@@ -144,12 +142,14 @@ fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, Reconcile
 /// Maps an outcome onto the next step, and reports failures.
 async fn settle(
     ctx: &PluginCtx,
+    plugin: &Plugin,
     obj: &DynamicObject,
     target: &ObjectRef,
     outcome: Outcome,
     cleanup: bool,
 ) -> Action {
-    let plugin = ctx.plugin.info().name.as_str();
+    ctx.streak.record(plugin.digest(), &outcome);
+    let plugin = plugin.info().name.as_str();
     ctx.shared
         .metrics
         .reconciled(plugin, outcome.label(), outcome.is_success());
@@ -211,7 +211,8 @@ async fn report(
         .to_owned(),
         note: outcome.to_string(),
     };
-    let plugin = ctx.plugin.info().name.as_str();
+    let plugin = ctx.current();
+    let plugin = plugin.info().name.as_str();
     if let Err(error) = ctx.shared.events.publish(plugin, record).await {
         tracing::warn!(%error, reason, "cannot write the Event");
     }
@@ -238,7 +239,7 @@ pub fn error_policy(
 ) -> Action {
     let (delay, failures) = ctx.backoffs.failed(error.target());
     tracing::warn!(
-        plugin = %ctx.plugin.info().name,
+        plugin = %ctx.current().info().name,
         object.ref = %error.target(),
         error = %crate::controller::chain(error),
         failures,

@@ -48,6 +48,7 @@ pub async fn install_rbac(env: &TestEnv) {
 pub struct Host {
     child: tokio::process::Child,
     log: PathBuf,
+    plugin_dir: PathBuf,
     metrics: String,
     _dir: tempfile::TempDir,
 }
@@ -56,6 +57,17 @@ impl Host {
     /// Starts `wasmop run` with the guests named in `plugins`, and `config` (YAML, without
     /// `sources`, `namespace`, `logFormat` or `metricsAddress`, which are set here).
     pub async fn start(env: &TestEnv, plugins: &[&str], config: &str) -> Host {
+        Self::start_with_sources(env, plugins, &[], config).await
+    }
+
+    /// [`Host::start`] with more sources after the plugin directory: YAML flow items such as
+    /// `{configMap: {name: wasmop-plugins}}`.
+    pub async fn start_with_sources(
+        env: &TestEnv,
+        plugins: &[&str],
+        sources: &[&str],
+        config: &str,
+    ) -> Host {
         install_rbac(env).await;
         let kubeconfig = env
             .kubeconfig_for(&Identity::service_account(HOST_NAMESPACE, HOST_ACCOUNT))
@@ -74,8 +86,9 @@ impl Host {
         }
         let file = dir.path().join("wasmop.yaml");
         let text = format!(
-            "sources: [{{directory: {}}}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\n{config}",
+            "sources: [{{directory: {}}}{}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\n{config}",
             plugin_dir.display(),
+            sources.iter().map(|s| format!(", {s}")).collect::<String>(),
             env.namespace()
         );
         tokio::fs::write(&file, text).await.expect("config");
@@ -97,6 +110,7 @@ impl Host {
         let mut host = Host {
             child,
             log,
+            plugin_dir,
             metrics: String::new(),
             _dir: dir,
         };
@@ -107,6 +121,11 @@ impl Host {
             .await;
         host.metrics = line["fields"]["address"].as_str().unwrap().to_owned();
         host
+    }
+
+    /// The plugin directory the host watches (its first source).
+    pub fn plugin_dir(&self) -> &Path {
+        &self.plugin_dir
     }
 
     /// Every JSON line the host has logged so far.
