@@ -214,10 +214,22 @@ impl Registry {
             .collect();
         let mut changed = !gone.is_empty();
         for origin in gone {
-            if let Some(slot) = self.slots.remove(&origin)
-                && let Some(name) = slot.provides
-            {
-                self.remove(&name).await;
+            let Some(name) = self.slots.remove(&origin).and_then(|slot| slot.provides) else {
+                continue;
+            };
+            // A shadowed component declaring the same name takes over without a stop (a swap
+            // when its kinds are the same); otherwise the plugin stops.
+            let heir = self
+                .slots
+                .iter()
+                .filter_map(|(o, s)| Some((o.clone(), s.shadowed.clone()?)))
+                .find(|(_, p)| p.info().name == name);
+            match heir {
+                Some((heir, plugin)) => {
+                    let settings = self.config.plugin(&name).clone();
+                    self.install(heir, plugin, settings).await;
+                }
+                None => self.remove(&name).await,
             }
         }
         let mut unchanged = Vec::new();
@@ -320,12 +332,15 @@ impl Registry {
                 );
             }
             Some(live) => {
+                let mut displaced = None;
                 if live.origin != origin
                     && let Some(slot) = self.slots.get_mut(&live.origin)
                 {
-                    // A component with precedence takes over; the other one waits.
+                    // A component with precedence takes over; the other one waits, and is
+                    // reported as the refused duplicate.
                     slot.provides = None;
                     slot.shadowed = Some(live.running.current());
+                    displaced = Some(live.origin.clone());
                 }
                 let old = live.running.current();
                 let running = if same_watches(old.info(), plugin.info()) {
@@ -341,11 +356,22 @@ impl Registry {
                 self.live.insert(
                     name.clone(),
                     Live {
-                        origin,
+                        origin: origin.clone(),
                         running,
                         previous,
                     },
                 );
+                if let Some(displaced) = displaced {
+                    let rejection = Rejection::Duplicate {
+                        key: displaced.key.clone(),
+                        location: self.sources[displaced.source].to_string(),
+                        plugin: name.clone(),
+                        first_key: origin.key.clone(),
+                        first_source: source.clone(),
+                    };
+                    self.reject(&displaced, Some(name.as_str()), &rejection)
+                        .await;
+                }
             }
         }
         self.count(name.as_str(), ReloadResult::Loaded);

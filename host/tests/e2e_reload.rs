@@ -365,3 +365,35 @@ async fn failing_version_keeps_running_when_rollback_is_off() {
     assert_eq!(host.metric(&reloads("rolled-back")).await, 0.0);
     host.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn earlier_source_wins_a_plugin_name_and_the_later_one_takes_over_when_it_goes() {
+    let env = TestEnv::start().await.unwrap();
+    put_plugins(&env, &[(KEY, "reload-v2")]).await;
+    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    // The plugin directory is the first source, the ConfigMap the second.
+    let mut host = Host::start_with_sources(&env, &["reload-v1"], &[&source], &config(&env)).await;
+    let line = host
+        .wait_log("the duplicate to be rejected", |l| {
+            message(l) == "plugin version rejected"
+        })
+        .await;
+    let error = line["fields"]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("`{KEY}` in ConfigMap {}/{PLUGINS} is refused: plugin `reload-probe` already comes from `reload-v1.wasm` in directory", env.namespace())),
+        "{error}"
+    );
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    tokio::fs::remove_file(host.plugin_dir().join("reload-v1.wasm"))
+        .await
+        .unwrap();
+    host.wait_log("the ConfigMap's version to take over", |l| {
+        message(l) == "plugin version swapped" && l["fields"]["version"] == "2"
+    })
+    .await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "2").await;
+    host.stop().await;
+}
