@@ -20,6 +20,7 @@ use self::raw::{RawConfig, RawGrant, RawPluginSettings, RawQuantity};
 use self::units::{UnitError, parse_duration, parse_quantity};
 use crate::plugin::{Permission, PluginName, PluginNameError, Verb};
 use crate::runtime::Limits;
+use crate::source::Source;
 
 /// 64 calls at once over all plugins: the runtime's pooling allocator is sized for it, and it is
 /// more than a 2-core node can run without reconciles queueing on the CPU anyway.
@@ -48,6 +49,10 @@ pub const MAX_PLUGIN_MEMORY: u64 = 1 << 30;
 /// 5 minutes is the longest deadline: a reconcile holding a worker longer is a bug, and a
 /// graceful shutdown must not wait for it.
 pub const MAX_DEADLINE: Duration = Duration::from_secs(300);
+/// A version is failing after 5 traps or timeouts in a row: one object's backoff (0.5 s
+/// doubling) reaches it in about 8 s, and a version that fails 5 times without one success is
+/// broken rather than unlucky.
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -72,13 +77,18 @@ pub struct PluginSettings {
     pub concurrency: u16,
     /// The plugin's own settings (a JSON object).
     pub config: Value,
+    /// Traps, timeouts or out-of-memory outcomes in a row (over all objects) after which a
+    /// version is reported as failing; `0` never reports.
+    pub failure_threshold: u32,
+    /// Whether a failing version that replaced another is rolled back to it.
+    pub rollback: bool,
 }
 
 /// The validated host configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Directories of `*.wasm` plugin components.
-    pub sources: Vec<PathBuf>,
+    /// Where plugin components come from, in precedence order.
+    pub sources: Vec<Source>,
     /// Calls that may run at once over all plugins.
     pub concurrency: u32,
     /// Periodic resync; `None` disables it.
@@ -187,18 +197,6 @@ impl Config {
 
     /// Validates a raw configuration.
     pub fn from_raw(raw: RawConfig, kubeconfig: Option<PathBuf>) -> Result<Self, ConfigError> {
-        let sources = raw
-            .sources
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                if s.directory.is_empty() {
-                    Err(value_error(format!("sources[{i}].directory"), "is empty"))
-                } else {
-                    Ok(PathBuf::from(&s.directory))
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         if concurrency == 0 {
             return Err(value_error("concurrency", "must be at least 1"));
@@ -253,6 +251,12 @@ impl Config {
                 format!("`{namespace}` is not a namespace name"),
             ));
         }
+        let sources = raw
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| source(&format!("sources[{i}]"), s, &namespace))
+            .collect::<Result<Vec<_>, _>>()?;
         let orphaned_finalizer_grace = match raw.orphaned_finalizer_grace.as_deref() {
             None => DEFAULT_ORPHAN_GRACE,
             Some(text) => parse_duration(text).map_err(|source| ConfigError::Unit {
@@ -339,6 +343,35 @@ fn duration_or(field: &str, raw: Option<&str>, default: Duration) -> Result<Dura
             field: field.into(),
             source,
         }),
+    }
+}
+
+/// Validates one source: exactly one of `directory` and `configMap`.
+fn source(at: &str, raw: &raw::RawSource, namespace: &str) -> Result<Source, ConfigError> {
+    match (&raw.directory, &raw.config_map) {
+        (Some(dir), None) if dir.is_empty() => {
+            Err(value_error(format!("{at}.directory"), "is empty"))
+        }
+        (Some(dir), None) => Ok(Source::Directory(PathBuf::from(dir))),
+        (None, Some(cm)) => {
+            let namespace = cm.namespace.clone().unwrap_or_else(|| namespace.to_owned());
+            for (field, value) in [("name", &cm.name), ("namespace", &namespace)] {
+                if PluginName::new(value.clone()).is_err() {
+                    return Err(value_error(
+                        format!("{at}.configMap.{field}"),
+                        format!("`{value}` is not a Kubernetes name"),
+                    ));
+                }
+            }
+            Ok(Source::ConfigMap {
+                namespace,
+                name: cm.name.clone(),
+            })
+        }
+        _ => Err(value_error(
+            at,
+            "must have exactly one of `directory` and `configMap`",
+        )),
     }
 }
 
@@ -436,6 +469,13 @@ fn settings(
         limits,
         concurrency,
         config,
+        failure_threshold: raw
+            .failure_threshold
+            .or(defaults.failure_threshold)
+            .unwrap_or(DEFAULT_FAILURE_THRESHOLD),
+        // On by default: a version that only traps serves nobody, and the one it replaced
+        // was serving.
+        rollback: raw.rollback.or(defaults.rollback).unwrap_or(true),
     })
 }
 
@@ -503,6 +543,8 @@ mod tests {
         let any = PluginName::new("anything").expect("name");
         assert_eq!(c.plugin(&any).concurrency, DEFAULT_PLUGIN_CONCURRENCY);
         assert_eq!(c.plugin(&any).limits, Limits::default());
+        assert_eq!(c.plugin(&any).failure_threshold, DEFAULT_FAILURE_THRESHOLD);
+        assert!(c.plugin(&any).rollback);
     }
 
     #[test]
@@ -585,6 +627,29 @@ mod tests {
     }
 
     #[test]
+    fn configmap_source_defaults_to_the_host_namespace() {
+        let c = parse(
+            "namespace: ops\nsources:\n- directory: /p\n- configMap: {name: plugins}\n\
+             - configMap: {name: more, namespace: other}\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            c.sources,
+            [
+                Source::Directory("/p".into()),
+                Source::ConfigMap {
+                    namespace: "ops".into(),
+                    name: "plugins".into()
+                },
+                Source::ConfigMap {
+                    namespace: "other".into(),
+                    name: "more".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
     fn leader_election_timings_that_allow_split_brain_are_refused() {
         let err =
             parse("leaderElection: {enabled: true, leaseDuration: 10s, renewDeadline: 10s}\n")
@@ -618,6 +683,20 @@ mod tests {
         assert!(
             err.to_string().starts_with("`shutdownTimeout` is invalid"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn source_with_two_kinds_or_a_bad_name_is_refused() {
+        let err = parse("sources: [{directory: /p, configMap: {name: x}}]\n").expect_err("two");
+        assert_eq!(
+            err.to_string(),
+            "`sources[0]` is invalid: must have exactly one of `directory` and `configMap`"
+        );
+        let err = parse("sources: [{configMap: {name: Bad_Name}}]\n").expect_err("name");
+        assert_eq!(
+            err.to_string(),
+            "`sources[0].configMap.name` is invalid: `Bad_Name` is not a Kubernetes name"
         );
     }
 

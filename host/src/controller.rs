@@ -33,6 +33,7 @@ pub mod finalizer;
 pub mod mapping;
 pub mod queue;
 pub mod reconcile;
+pub mod streak;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -99,7 +100,9 @@ pub struct Shared {
 
 /// What one plugin's reconciles need.
 pub struct PluginCtx {
-    plugin: Plugin,
+    /// The version reconciles call: each reconcile takes the current one when it starts and
+    /// finishes on it, so a swap never interrupts a call.
+    plugin: watch::Receiver<Plugin>,
     /// The cluster as this plugin's host calls see it (confined to its namespaces).
     cluster: Arc<dyn Cluster>,
     shared: Shared,
@@ -110,9 +113,15 @@ pub struct PluginCtx {
     backoffs: Backoffs<ObjectRef>,
     /// The workqueue figures of this plugin.
     queue: queue::Queue,
+    streak: Arc<streak::Streak>,
 }
 
 impl PluginCtx {
+    /// The version a reconcile starting now calls.
+    pub fn current(&self) -> Plugin {
+        self.plugin.borrow().clone()
+    }
+
     /// Whether `obj` is one the plugin may see: inside its namespaces and matching its
     /// primary selector. (Mappings from other kinds can name objects outside them.)
     fn in_scope(&self, obj: &DynamicObject) -> bool {
@@ -246,12 +255,17 @@ async fn wait_for_kinds(plugin: &Plugin, shared: &Shared) -> Option<Kinds> {
     }
 }
 
-/// Runs `plugin` until the host shuts down.
+/// Runs the plugin until `shared.shutdown` fires, calling whichever version `version` holds
+/// when each reconcile starts. A new version must declare the same kinds (the registry
+/// restarts the controller otherwise): the watches are set up from the version at start.
+/// Every reconcile's outcome is recorded in `streak`.
 pub async fn run(
-    plugin: Plugin,
+    version: watch::Receiver<Plugin>,
     settings: PluginSettings,
     shared: Shared,
+    streak: Arc<streak::Streak>,
 ) -> Result<(), ControllerError> {
+    let plugin = version.borrow().clone();
     let info = plugin.info().clone();
     let name = info.name.to_string();
     let selector = info
@@ -275,7 +289,7 @@ pub async fn run(
         None => vec![None],
     };
     let ctx = Arc::new(PluginCtx {
-        plugin,
+        plugin: version,
         cluster: Arc::new(counted::Counted::new(
             Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
             shared.metrics.clone(),
@@ -288,11 +302,12 @@ pub async fn run(
         permits: Semaphore::new(usize::from(settings.concurrency)),
         backoffs: Backoffs::default(),
         queue: queue::Queue::new(&name, shared.metrics.clone()),
+        streak,
     });
     // Written once, by the first scope that starts reconciling: before any finalizer is
     // added, and never by a standby.
     let recorded = Arc::new(tokio::sync::OnceCell::<()>::new());
-    let record_entry = finalizer_entry(ctx.plugin.info(), &settings);
+    let record_entry = finalizer_entry(&info, &settings);
     shared.metrics.plugin_state(&name, PluginState::Running);
     shared.metrics.max_concurrent(&name, settings.concurrency);
     shared.status.record(&name, State::Syncing, None);
@@ -413,7 +428,7 @@ pub async fn run(
                 // plugin is removed later; the plugin still runs, and the failure is logged.
                 recorded
                     .get_or_init(|| async {
-                        if let Err(error) = shared.orphans.record(&ctx.plugin.info().name, entry).await {
+                        if let Err(error) = shared.orphans.record(&ctx.current().info().name, entry).await {
                             tracing::error!(plugin = %plugin_name, error = %chain(&error), "cannot record the plugin's finalizer");
                         }
                     })

@@ -1,10 +1,12 @@
 //! `wasmop run`: wires the configuration, the Kubernetes client, the runtime, the shared
-//! watches, leader election, the metrics and probe servers and one controller per plugin
-//! together, and runs until SIGINT/SIGTERM ([`crate::shutdown`]).
+//! watches, leader election, the metrics and probe servers, the plugin sources and the
+//! [`Registry`] (which runs one controller per plugin) together, and runs until
+//! SIGINT/SIGTERM ([`crate::shutdown`]).
 //!
 //! # Guarantees
 //! - A plugin that cannot be read or loaded, or that asks for permissions the host config
-//!   does not grant, is reported (log line) and left out; the other plugins run.
+//!   does not grant, is reported and left out; the other plugins run (see
+//!   [`crate::registry`] for what happens to a new version while the host runs).
 //! - Two components declaring the same plugin name: the first (in source order) runs, the
 //!   second is refused.
 //!
@@ -14,13 +16,11 @@
 //! non-zero) when it loses the leader Lease, so that it restarts as a standby, as
 //! controller-runtime does.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use crate::config::{Config, PluginSettings};
 use crate::controller::{self, Shared};
@@ -29,11 +29,13 @@ use crate::kubeapi::KubeCluster;
 use crate::kubeapi::discovery::Resolver;
 use crate::leader::{self, Elector, LeaderError};
 use crate::metrics::Metrics;
-use crate::orphans::{self, Orphans};
+use crate::orphans::Orphans;
 use crate::plugin::{Permission, PluginInfo, PluginName, Verb};
-use crate::policy::{ExtraPermissions, Grants, Policy, kind_label};
-use crate::runtime::{LoadOptions, Plugin, Runtime, RuntimeConfig};
-use crate::status::{Leadership, State, Status};
+use crate::policy::{Grants, Policy, kind_label};
+use crate::registry::Registry;
+use crate::runtime::{Runtime, RuntimeConfig};
+use crate::source::Source;
+use crate::status::{Leadership, Status};
 use crate::watches::Watches;
 use crate::{health, http, shutdown, source};
 
@@ -105,16 +107,6 @@ pub enum PluginRefused {
         verbs: String,
         /// ` in namespace x` or empty.
         where_: String,
-    },
-    /// Another component already declared this plugin name.
-    #[error("plugin `{plugin}` from {} is refused: {} already declares that name", .path.display(), .first.display())]
-    Duplicate {
-        /// The name.
-        plugin: PluginName,
-        /// The refused component.
-        path: std::path::PathBuf,
-        /// The component that runs.
-        first: std::path::PathBuf,
     },
 }
 
@@ -195,77 +187,6 @@ pub async fn client(config: &Config) -> Result<Client, HostError> {
     }
 }
 
-/// Loads every plugin the sources hold, leaving out (and logging) those that fail.
-pub async fn load_plugins(runtime: &Runtime, config: &Config) -> Vec<(Plugin, PluginSettings)> {
-    let mut loaded: BTreeMap<PluginName, (Plugin, PluginSettings, std::path::PathBuf)> =
-        BTreeMap::new();
-    for dir in &config.sources {
-        let components = match source::read_directory(dir).await {
-            Ok(c) => c,
-            Err(error) => {
-                tracing::error!(error = %controller::chain(&error), "plugin source skipped");
-                continue;
-            }
-        };
-        for component in components {
-            let path = component.path.clone();
-            // The settings depend on the name, which only `describe` tells: load with the
-            // defaults first, then apply the plugin's own (no second compilation).
-            let probe = match runtime.load(component.bytes, LoadOptions::default()).await {
-                Ok(p) => p,
-                Err(error) => {
-                    tracing::error!(path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
-                    continue;
-                }
-            };
-            let name = probe.info().name.clone();
-            if let Some((_, _, first)) = loaded.get(&name) {
-                let error = PluginRefused::Duplicate {
-                    plugin: name,
-                    path,
-                    first: first.clone(),
-                };
-                tracing::error!(error = %error, "plugin not loaded");
-                continue;
-            }
-            let settings = config.plugin(&name).clone();
-            if let Err(error) = check_grants(probe.info(), &settings) {
-                tracing::error!(path = %path.display(), error = %error, "plugin not loaded");
-                continue;
-            }
-            let options = LoadOptions {
-                policy: Policy {
-                    namespaces: settings.namespaces.clone(),
-                    extra_permissions: ExtraPermissions::Grant,
-                },
-                config: settings.config.clone(),
-                limits: Some(settings.limits.clone()),
-            };
-            match probe.with_options(options) {
-                Ok(plugin) => {
-                    tracing::info!(
-                        plugin = %name,
-                        version = %plugin.info().version,
-                        digest = %plugin.digest().short(),
-                        path = %path.display(),
-                        "plugin loaded"
-                    );
-                    loaded.insert(name, (plugin, settings, path));
-                }
-                Err(error) => {
-                    tracing::error!(plugin = %name, path = %path.display(), error = %controller::chain(&error), "plugin not loaded");
-                }
-            }
-        }
-    }
-    for name in config.configured_plugins() {
-        if !loaded.contains_key(name) {
-            tracing::warn!(plugin = %name, "the host config has settings for plugin `{name}`, but no source provides it");
-        }
-    }
-    loaded.into_values().map(|(p, s, _)| (p, s)).collect()
-}
-
 /// Runs the host until SIGINT or SIGTERM (then [`shutdown::sequence`]), or until it loses
 /// the leader Lease ([`HostError::LeadershipLost`]).
 pub async fn run(config: Config) -> Result<(), HostError> {
@@ -307,20 +228,6 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         runtime_config = runtime_config.cache_dir(dir);
     }
     let runtime = Runtime::new(runtime_config).map_err(HostError::Runtime)?;
-    let plugins = load_plugins(&runtime, &config).await;
-    for (plugin, _) in &plugins {
-        let (info, digest, stats) = (plugin.info(), plugin.digest().short(), plugin.load_stats());
-        status.loaded(info.name.as_str(), &info.version, &digest);
-        metrics.plugin_loaded(
-            info.name.as_str(),
-            &info.version,
-            &digest,
-            stats.compile_time,
-            stats.from_cache,
-        );
-    }
-    status.plugins_loaded();
-    tracing::info!(plugins = plugins.len(), "plugins loaded");
 
     // Leadership: constant `true` without election; else the elector's view.
     let (leading_tx, leading) = watch::channel(config.leader_election.is_none());
@@ -357,35 +264,9 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         events.clone(),
     );
     let orphans = Orphans::new(client.clone(), &config.namespace);
-    let running: BTreeMap<String, orphans::Entry> = plugins
-        .iter()
-        .filter_map(|(p, s)| {
-            Some((
-                p.info().name.to_string(),
-                controller::finalizer_entry(p.info(), s)?,
-            ))
-        })
-        .collect();
-    // Releasing orphaned finalizers writes to the cluster: only the leader does it.
-    {
-        let (orphans, client, resolver, events) = (
-            orphans.clone(),
-            client.clone(),
-            resolver.clone(),
-            events.clone(),
-        );
-        let grace = config.orphaned_finalizer_grace;
-        let mut leading = leading.clone();
-        tokio::spawn(async move {
-            if leading.wait_for(|l| *l).await.is_err() {
-                return;
-            }
-            release_orphans(orphans, client, resolver, events, running, grace).await;
-        });
-    }
     let (stop, shutdown) = watch::channel(false);
     let shared = Shared {
-        client,
+        client: client.clone(),
         resolver,
         watches,
         cluster,
@@ -395,25 +276,42 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             usize::try_from(config.concurrency).unwrap_or(usize::MAX),
         )),
         resync: config.resync_period,
-        shutdown,
+        shutdown: shutdown.clone(),
         leading,
         status: status.clone(),
         orphans,
     };
-    let mut tasks = tokio::task::JoinSet::new();
-    for (plugin, settings) in plugins {
-        let shared = shared.clone();
-        tasks.spawn(async move {
-            let name = plugin.info().name.clone();
-            if let Err(error) = controller::run(plugin, settings, shared.clone()).await {
-                let error = controller::chain(&error);
-                tracing::error!(plugin = %name, error = %error, "plugin controller failed");
-                shared
-                    .status
-                    .record(name.as_str(), State::Failed, Some(error));
+    let (updates, received) = mpsc::channel(16);
+    for (index, source) in config.sources.iter().enumerate() {
+        let (updates, shutdown) = (updates.clone(), shutdown.clone());
+        match source.clone() {
+            Source::Directory(dir) => {
+                tokio::spawn(source::directory::watch(
+                    index,
+                    dir,
+                    source::directory::DEBOUNCE,
+                    updates,
+                    shutdown,
+                ));
             }
-        });
+            Source::ConfigMap { namespace, name } => {
+                tokio::spawn(source::configmap::watch(
+                    index,
+                    client.clone(),
+                    namespace,
+                    name,
+                    updates,
+                    shutdown,
+                ));
+            }
+        }
     }
+    drop(updates);
+    let shutdown_timeout = config.shutdown_timeout;
+    // The registry runs every plugin's controller and returns once they have all ended: the
+    // shutdown sequence drains it.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(Registry::new(runtime, config, shared).run(received));
     // Before the release signal the elector ends only when leadership is lost, or when its
     // task failed (then nobody renews the Lease either): both stop the host.
     let lost = async {
@@ -434,44 +332,8 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         }
     }
     shutdown::exit_on_second_signal().map_err(HostError::Signal)?;
-    shutdown::sequence(
-        &stop,
-        &mut tasks,
-        config.shutdown_timeout,
-        &release,
-        election,
-    )
-    .await;
+    shutdown::sequence(&stop, &mut tasks, shutdown_timeout, &release, election).await;
     Ok(())
-}
-
-/// Releases the finalizers of plugins that are recorded but no longer run, after the grace.
-async fn release_orphans(
-    orphans: Orphans,
-    client: Client,
-    resolver: Resolver,
-    events: Arc<EventSink>,
-    running: BTreeMap<String, orphans::Entry>,
-    grace: Duration,
-) {
-    match orphans.entries().await {
-        Ok(recorded) => {
-            for (plugin, entry) in orphans::orphaned(recorded, &running) {
-                tokio::spawn(orphans::release(
-                    orphans.clone(),
-                    client.clone(),
-                    resolver.clone(),
-                    events.clone(),
-                    plugin,
-                    entry,
-                    grace,
-                ));
-            }
-        }
-        Err(error) => {
-            tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
-        }
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@
 //!   implementation for offline runs and tests.
 //! - [`offline`] is the harness behind `wasmop test` and plugin crates' own `cargo test`.
 //! - [`config`] is `wasmop run`'s configuration (file, flags, environment), validated.
-//! - [`source`] reads plugin components; [`host`] wires `wasmop run` together.
+//! - [`source`] reads plugin components and watches for new versions; [`registry`] keeps the
+//!   live set of plugins (atomic swaps, last good version, per-plugin controllers); [`host`]
+//!   wires `wasmop run` together.
 //! - [`watches`] runs one shared watch and cache per kind; [`kubeapi`] is the [`Cluster`]
 //!   backed by the API server and those caches.
 //! - [`controller`] runs one kube-runtime controller per plugin: dispatch, finalizers,
@@ -36,6 +38,7 @@ pub mod offline;
 pub mod orphans;
 pub mod plugin;
 pub mod policy;
+pub mod registry;
 pub mod runtime;
 pub mod shutdown;
 pub mod source;

@@ -30,7 +30,7 @@ use prometheus_client::registry::Registry;
 
 use self::labels::{
     CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, LoadLabels, NameLabels,
-    OutcomeLabels, PluginLabels, ResultLabels, StateLabels,
+    OutcomeLabels, PluginLabels, ReloadLabels, ResultLabels, StateLabels,
 };
 use crate::http::Reply;
 use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
@@ -96,6 +96,7 @@ pub struct Metrics {
     load_time: Histograms<LoadLabels>,
     memory_peak: Family<PluginLabels, Gauge>,
     fuel: Family<PluginLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -261,6 +262,13 @@ impl Metrics {
             "Fuel (roughly, wasm instructions) the plugin's calls consumed, when it has a fuel budget",
             fuel.clone(),
         );
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        r.register(
+            "wasmop_plugin_reloads",
+            "Plugin versions offered by the sources, per plugin and result (loaded, unchanged, \
+             rejected, removed); `unknown` when a rejected component never said its name",
+            reloads.clone(),
+        );
         Self {
             registry: Arc::new(r),
             reconciles,
@@ -286,6 +294,7 @@ impl Metrics {
             load_time,
             memory_peak,
             fuel,
+            reloads,
         }
     }
 
@@ -461,6 +470,15 @@ impl Metrics {
             .observe(load_time.as_secs_f64());
     }
 
+    /// Drops the info series of a version that no longer runs (replaced or removed).
+    pub fn plugin_unloaded(&self, plugin: &str, version: &str, digest: &str) {
+        self.plugin_info.remove(&InfoLabels {
+            plugin: plugin.to_owned(),
+            version: version.to_owned(),
+            digest: digest.to_owned(),
+        });
+    }
+
     /// Counts one denied host call.
     pub fn denied(&self, plugin: &str, verb: &str) {
         self.denied
@@ -515,6 +533,26 @@ impl Metrics {
                     state: s.label().to_owned(),
                 })
                 .set(i64::from(s == state));
+        }
+    }
+
+    /// Counts one reload of a plugin; `result` is one of the registry's bounded result labels.
+    pub fn plugin_reload(&self, plugin: &str, result: &str) {
+        self.reloads
+            .get_or_create(&ReloadLabels {
+                plugin: plugin.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Forgets the state of a plugin that no longer runs (removed from its source).
+    pub fn plugin_gone(&self, plugin: &str) {
+        for s in PluginState::ALL {
+            self.plugin_state.remove(&StateLabels {
+                plugin: plugin.to_owned(),
+                state: s.label().to_owned(),
+            });
         }
     }
 

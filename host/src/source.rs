@@ -1,18 +1,71 @@
-//! Where plugin components come from. For now: directories of `*.wasm` files, read at start.
+//! Where plugin components come from, and how changes to them reach the registry.
 //!
-//! A source yields [`Component`]s (path, bytes); the host loads each one and keys the result
-//! by the name the plugin declares. Reading is separate from loading so that a later watcher
-//! (hot reload) can feed new versions through the same path.
+//! A source is a directory of `*.wasm` files ([`directory`]: a volume or a mounted ConfigMap,
+//! watched with `notify`) or a ConfigMap read through the API ([`configmap`]: its `binaryData`
+//! keys ending in `.wasm`). Each source task sends [`Update`]s: the whole current set of its
+//! components, every time the source changed. The registry compares that set with what it runs
+//! (by sha256), so a source never has to say what changed, and the same bytes again are a no-op.
+//!
+//! # Precedence
+//! Sources are numbered by their position in the configuration; when two components declare
+//! the same plugin name, the one from the earlier source (then the smaller key) runs and the
+//! other is refused and reported.
 
+pub mod configmap;
+pub mod directory;
+
+use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// One component file read from a source.
+use crate::plugin::Digest;
+
+/// One configured source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory of `*.wasm` files.
+    Directory(PathBuf),
+    /// A ConfigMap's `binaryData` keys ending in `.wasm`, read through the API.
+    ConfigMap {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Directory(dir) => write!(f, "directory {}", dir.display()),
+            Source::ConfigMap { namespace, name } => write!(f, "ConfigMap {namespace}/{name}"),
+        }
+    }
+}
+
+/// One component as a source holds it.
 #[derive(Debug, Clone)]
 pub struct Component {
-    /// Where it was read from.
-    pub path: PathBuf,
+    /// Its key in the source: the file name in a directory, the key in a ConfigMap.
+    pub key: String,
     /// Its bytes.
     pub bytes: Vec<u8>,
+}
+
+impl Component {
+    /// The sha256 of its bytes: the identity of a version.
+    pub fn digest(&self) -> Digest {
+        Digest::of(&self.bytes)
+    }
+}
+
+/// What a source task reports: the whole current content of source number `source`, or why
+/// it cannot be read now (the registry then keeps what it runs).
+#[derive(Debug)]
+pub struct Update {
+    /// The source's position in the configuration.
+    pub source: usize,
+    /// Its components, in key order.
+    pub components: Result<Vec<Component>, SourceError>,
 }
 
 /// Why a source cannot be read.
@@ -36,35 +89,57 @@ pub enum SourceError {
         #[source]
         source: std::io::Error,
     },
+    /// The directory cannot be watched for changes.
+    #[error("cannot watch the plugin directory {}", .dir.display())]
+    Watch {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: notify::Error,
+    },
+    /// A ConfigMap key ending in `.wasm` is under `data` (text), where a component cannot be.
+    #[error(
+        "ConfigMap {namespace}/{name} holds `{key}` under `data`; a component is binary and \
+         belongs under `binaryData` (kubectl create configmap --from-file does this)"
+    )]
+    TextKey {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The key.
+        key: String,
+    },
 }
 
-/// Reads every `*.wasm` file directly in `dir`, in name order. Other files (a ConfigMap
-/// mount's `..data` links, READMEs) are ignored.
+/// Reads every `*.wasm` file directly in `dir`, in name order. Other files and hidden entries
+/// (a ConfigMap mount's `..data` link and `..<timestamp>` directories) are ignored; a
+/// `*.wasm` symlink into `..data` (how the kubelet lays out a mounted ConfigMap) is followed.
 pub async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceError> {
     let list_error = |source| SourceError::List {
         dir: dir.to_owned(),
         source,
     };
     let mut entries = tokio::fs::read_dir(dir).await.map_err(list_error)?;
-    let mut paths = Vec::new();
+    let mut keys = Vec::new();
     while let Some(entry) = entries.next_entry().await.map_err(list_error)? {
-        let path = entry.path();
-        let is_wasm = path.extension().is_some_and(|e| e == "wasm");
-        let hidden = entry.file_name().to_string_lossy().starts_with('.');
-        if is_wasm && !hidden {
-            paths.push(path);
+        let key = entry.file_name().to_string_lossy().into_owned();
+        if key.ends_with(".wasm") && !key.starts_with('.') {
+            keys.push(key);
         }
     }
-    paths.sort();
-    let mut out = Vec::with_capacity(paths.len());
-    for path in paths {
-        let bytes = tokio::fs::read(&path)
-            .await
-            .map_err(|source| SourceError::Read {
-                path: path.clone(),
-                source,
-            })?;
-        out.push(Component { path, bytes });
+    keys.sort();
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let path = dir.join(&key);
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => out.push(Component { key, bytes }),
+            // Deleted (or its `..data` target swapped away) between the listing and the read:
+            // it is not part of this snapshot; the change that removed it triggers another.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(SourceError::Read { path, source }),
+        }
     }
     Ok(out)
 }
@@ -82,16 +157,7 @@ mod tests {
                 .expect("write");
         }
         let found = read_directory(dir.path()).await.expect("read");
-        let names: Vec<_> = found
-            .iter()
-            .map(|c| {
-                c.path
-                    .file_name()
-                    .expect("name")
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
+        let names: Vec<_> = found.iter().map(|c| c.key.as_str()).collect();
         assert_eq!(names, ["a.wasm", "b.wasm"]);
         assert_eq!(found[0].bytes, b"a.wasm");
     }
@@ -105,5 +171,13 @@ mod tests {
             err.to_string(),
             "cannot list the plugin directory /nonexistent/plugins"
         );
+    }
+
+    #[tokio::test]
+    async fn dangling_symlink_is_left_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(dir.path().join("..data/a.wasm"), dir.path().join("a.wasm"))
+            .expect("symlink");
+        assert!(read_directory(dir.path()).await.expect("read").is_empty());
     }
 }

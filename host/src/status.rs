@@ -132,6 +132,39 @@ impl Status {
         });
     }
 
+    /// A new version of a plugin runs: its version and digest change, its state and counts
+    /// stay (the same controller goes on). An unknown plugin is recorded as [`Status::loaded`].
+    pub fn version(&self, plugin: &str, version: &str, digest: &str) {
+        let known = self.with(|i| match i.plugins.get_mut(plugin) {
+            Some(p) => {
+                p.version = version.to_owned();
+                p.digest = digest.to_owned();
+                true
+            }
+            None => false,
+        });
+        if !known {
+            self.loaded(plugin, version, digest);
+        }
+    }
+
+    /// Records an error about a plugin that does not change its state: a rejected new
+    /// version, a failing one rolled back. Unknown plugins are ignored.
+    pub fn error(&self, plugin: &str, error: String) {
+        self.with(|i| {
+            if let Some(p) = i.plugins.get_mut(plugin) {
+                set_error(p, error);
+            }
+        });
+    }
+
+    /// Forgets a plugin removed from its source.
+    pub fn remove(&self, plugin: &str) {
+        self.with(|i| {
+            i.plugins.remove(plugin);
+        });
+    }
+
     /// Every plugin the host found at start is loaded (or refused): readiness now depends
     /// only on their caches.
     pub fn plugins_loaded(&self) {

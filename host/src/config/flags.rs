@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::raw::{RawConfig, RawSource};
+use super::raw::{RawConfig, RawConfigMapSource, RawSource};
 use super::{Config, ConfigError};
 
 /// Flags of `wasmop run`.
@@ -20,6 +20,11 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub plugins: Vec<PathBuf>,
+    /// A ConfigMap (`NAMESPACE/NAME`, or `NAME` in the host's namespace) whose `binaryData`
+    /// keys `*.wasm` are plugins, read through the API; with `--plugins`, after those
+    /// directories. Either flag replaces the file's `sources`.
+    #[arg(long, env = "WASMOP_PLUGINS_CONFIGMAP", value_name = "NS/NAME")]
+    pub plugins_configmap: Option<String>,
     /// Reconciles that may run at once over all plugins.
     #[arg(long, env = "WASMOP_CONCURRENCY")]
     pub concurrency: Option<u32>,
@@ -63,14 +68,15 @@ impl RunArgs {
     }
 
     fn overlay(&self, mut raw: RawConfig) -> Result<RawConfig, ConfigError> {
-        if !self.plugins.is_empty() {
+        if !self.plugins.is_empty() || self.plugins_configmap.is_some() {
             raw.sources = self
                 .plugins
                 .iter()
                 .map(|dir| {
                     dir.to_str()
                         .map(|d| RawSource {
-                            directory: d.to_owned(),
+                            directory: Some(d.to_owned()),
+                            config_map: None,
                         })
                         .ok_or_else(|| ConfigError::Value {
                             field: "--plugins".into(),
@@ -78,6 +84,16 @@ impl RunArgs {
                         })
                 })
                 .collect::<Result<_, _>>()?;
+            if let Some(text) = &self.plugins_configmap {
+                let (namespace, name) = match text.split_once('/') {
+                    Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
+                    None => (None, text.clone()),
+                };
+                raw.sources.push(RawSource {
+                    directory: None,
+                    config_map: Some(RawConfigMapSource { name, namespace }),
+                });
+            }
         }
         if let Some(n) = self.concurrency {
             raw.concurrency = Some(n);
@@ -116,6 +132,7 @@ impl RunArgs {
 mod tests {
     use super::*;
     use crate::config::LogFormat;
+    use crate::source::Source;
 
     #[tokio::test]
     async fn flags_override_the_file() {
@@ -136,7 +153,41 @@ mod tests {
         let c = args.load().await.expect("valid");
         assert_eq!(c.concurrency, 8);
         assert_eq!(c.log_format, LogFormat::Json);
-        assert_eq!(c.sources, vec![PathBuf::from("/b")]);
+        assert_eq!(c.sources, vec![Source::Directory("/b".into())]);
+    }
+
+    #[tokio::test]
+    async fn configmap_flag_adds_a_source_after_the_directories() {
+        let args = RunArgs {
+            plugins: vec!["/b".into()],
+            plugins_configmap: Some("ops/plugins".into()),
+            namespace: Some("host".into()),
+            ..RunArgs::default()
+        };
+        let c = args.load().await.expect("valid");
+        assert_eq!(
+            c.sources,
+            [
+                Source::Directory("/b".into()),
+                Source::ConfigMap {
+                    namespace: "ops".into(),
+                    name: "plugins".into()
+                }
+            ]
+        );
+        let args = RunArgs {
+            plugins_configmap: Some("plugins".into()),
+            namespace: Some("host".into()),
+            ..RunArgs::default()
+        };
+        let c = args.load().await.expect("valid");
+        assert_eq!(
+            c.sources,
+            [Source::ConfigMap {
+                namespace: "host".into(),
+                name: "plugins".into()
+            }]
+        );
     }
 
     #[tokio::test]

@@ -4,9 +4,12 @@
 //! The YAML below shows every field (`deploy/config/wasmop.yaml` is the commented example):
 //!
 //! ```yaml
-//! # Where plugin components come from. Every `*.wasm` file in each directory is loaded at start.
+//! # Where plugin components come from, watched for new versions (hot reload). The earlier
+//! # source wins when two provide the same plugin name.
 //! sources:
-//!   - directory: /etc/wasmop/plugins
+//!   - directory: /etc/wasmop/plugins          # every `*.wasm` file (a volume, a mounted ConfigMap)
+//!   - configMap: {name: wasmop-plugins}        # `binaryData` keys `*.wasm`, read through the API;
+//!                                              # namespace defaults to `namespace` below
 //! # Calls that may run at once over all plugins (default 64).
 //! concurrency: 64
 //! # How often every object is reconciled again even if nothing changed (default 10m; 0s = never).
@@ -39,6 +42,8 @@
 //!   memory: 64Mi
 //!   deadline: 10s
 //!   concurrency: 4
+//!   failureThreshold: 5   # traps/timeouts in a row that make a version "failing" (0: never)
+//!   rollback: true        # roll a failing version back to the one it replaced
 //! # Per plugin, by the name its `describe` returns.
 //! plugins:
 //!   database-config:
@@ -112,12 +117,24 @@ pub struct RawLeaderElection {
     pub retry_period: Option<String>,
 }
 
-/// One plugin source.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// One plugin source: exactly one of its fields.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RawSource {
     /// A directory of `*.wasm` components.
-    pub directory: String,
+    pub directory: Option<String>,
+    /// A ConfigMap whose `binaryData` keys ending in `.wasm` are components.
+    pub config_map: Option<RawConfigMapSource>,
+}
+
+/// A ConfigMap source.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawConfigMapSource {
+    /// The ConfigMap's name.
+    pub name: String,
+    /// Its namespace (default: the host's namespace).
+    pub namespace: Option<String>,
 }
 
 /// Settings of one plugin (or the defaults).
@@ -138,6 +155,10 @@ pub struct RawPluginSettings {
     pub concurrency: Option<u16>,
     /// The plugin's own settings.
     pub config: Option<Value>,
+    /// Traps or timeouts in a row after which a version is reported as failing (0: never).
+    pub failure_threshold: Option<u32>,
+    /// Whether a failing version is rolled back to the version it replaced.
+    pub rollback: Option<bool>,
 }
 
 /// A quantity written as a number of bytes or with a binary suffix.

@@ -12,7 +12,7 @@ use super::PluginCtx;
 use super::finalizer::{self, FinalizerError};
 use crate::cluster::{EventType, ObjectRef};
 use crate::events::Record;
-use crate::runtime::{self, Outcome, PluginErrorKind, Request};
+use crate::runtime::{self, Outcome, Plugin, PluginErrorKind, Request};
 
 /// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
 #[derive(Debug, thiserror::Error)]
@@ -61,16 +61,21 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     }
     let target = ctx.target_of(&obj);
+    // This reconcile runs to its end on the version current now, even if a new one is
+    // swapped in meanwhile.
+    let plugin = ctx.current();
     let span = tracing::info_span!(
         "reconcile",
-        plugin = %ctx.plugin.info().name,
+        plugin = %plugin.info().name,
         object.ref = %target,
-        plugin.digest = %ctx.plugin.digest().short(),
+        plugin.digest = %plugin.digest().short(),
     );
     let started = std::time::Instant::now();
-    let result = run(obj, target, ctx.clone()).instrument(span).await;
+    let result = run(obj, target, ctx.clone(), plugin.clone())
+        .instrument(span)
+        .await;
     if let Err(error) = &result {
-        let plugin = ctx.plugin.info().name.as_str();
+        let plugin = plugin.info().name.as_str();
         ctx.shared.metrics.host_failed(plugin, started.elapsed());
         ctx.shared
             .status
@@ -83,14 +88,15 @@ async fn run(
     obj: Arc<DynamicObject>,
     target: ObjectRef,
     ctx: Arc<PluginCtx>,
+    plugin: Plugin,
 ) -> Result<Action, ReconcileError> {
     // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
     // whole call so the host-wide bound covers host calls too.
     let _global = ctx.shared.global.acquire().await.ok();
     let _own = ctx.permits.acquire().await.ok();
-    let _active = ctx.shared.metrics.active(ctx.plugin.info().name.as_str());
+    let _active = ctx.shared.metrics.active(plugin.info().name.as_str());
     let started = std::time::Instant::now();
-    let info = ctx.plugin.info();
+    let info = plugin.info();
     let deleting = obj.metadata.deletion_timestamp.is_some();
     let has_finalizer =
         |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
@@ -105,9 +111,7 @@ async fn run(
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj)?;
             (
-                ctx.plugin
-                    .cleanup_measured(ctx.cluster.clone(), request)
-                    .await,
+                plugin.cleanup_measured(ctx.cluster.clone(), request).await,
                 true,
             )
         }
@@ -125,7 +129,7 @@ async fn run(
             };
             let request = request(&target, &current)?;
             (
-                ctx.plugin
+                plugin
                     .reconcile_measured(ctx.cluster.clone(), request)
                     .await,
                 false,
@@ -134,7 +138,7 @@ async fn run(
         (None, false) => {
             let request = request(&target, &obj)?;
             (
-                ctx.plugin
+                plugin
                     .reconcile_measured(ctx.cluster.clone(), request)
                     .await,
                 false,
@@ -152,7 +156,16 @@ async fn run(
             .map_err(finalizer_error)?;
         tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
     }
-    Ok(settle(&ctx, &obj, &target, outcome, cleanup, started.elapsed()).await)
+    Ok(settle(
+        &ctx,
+        &plugin,
+        &obj,
+        &target,
+        outcome,
+        cleanup,
+        started.elapsed(),
+    )
+    .await)
 }
 
 fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
@@ -169,13 +182,15 @@ fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, Reconcile
 /// Maps an outcome onto the next step, and reports failures.
 async fn settle(
     ctx: &PluginCtx,
+    plugin: &Plugin,
     obj: &DynamicObject,
     target: &ObjectRef,
     outcome: Outcome,
     cleanup: bool,
     elapsed: std::time::Duration,
 ) -> Action {
-    let plugin = ctx.plugin.info().name.as_str();
+    ctx.streak.record(plugin.digest(), &outcome);
+    let plugin = plugin.info().name.as_str();
     ctx.shared.metrics.reconciled(plugin, &outcome, elapsed);
     ctx.shared
         .status
@@ -239,7 +254,8 @@ async fn report(
         .to_owned(),
         note: outcome.to_string(),
     };
-    let plugin = ctx.plugin.info().name.as_str();
+    let plugin = ctx.current();
+    let plugin = plugin.info().name.as_str();
     if let Err(error) = ctx.shared.events.publish(plugin, record).await {
         tracing::warn!(%error, reason, "cannot write the Event");
     }
@@ -265,9 +281,10 @@ pub fn error_policy(
     ctx: Arc<PluginCtx>,
 ) -> Action {
     let (delay, failures) = ctx.backoffs.failed(error.target());
-    ctx.shared.metrics.retried(ctx.plugin.info().name.as_str());
+    let plugin = ctx.current();
+    ctx.shared.metrics.retried(plugin.info().name.as_str());
     tracing::warn!(
-        plugin = %ctx.plugin.info().name,
+        plugin = %plugin.info().name,
         object.ref = %error.target(),
         error = %crate::controller::chain(error),
         failures,

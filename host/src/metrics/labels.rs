@@ -67,3 +67,9 @@ pub(super) struct LoadLabels {
     pub(super) plugin: String,
     pub(super) from_cache: String,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ReloadLabels {
+    pub(super) plugin: String,
+    pub(super) result: String,
+}

@@ -48,6 +48,7 @@ pub async fn install_rbac(env: &TestEnv) {
 pub struct Host {
     child: tokio::process::Child,
     log: PathBuf,
+    plugin_dir: PathBuf,
     metrics: String,
     health: String,
     _dir: tempfile::TempDir,
@@ -58,6 +59,17 @@ impl Host {
     /// `sources`, `namespace`, `logFormat`, `metricsAddress` or `healthAddress`, which are set
     /// here).
     pub async fn start(env: &TestEnv, plugins: &[&str], config: &str) -> Host {
+        Self::start_with_sources(env, plugins, &[], config).await
+    }
+
+    /// [`Host::start`] with more sources after the plugin directory: YAML flow items such as
+    /// `{configMap: {name: wasmop-plugins}}`.
+    pub async fn start_with_sources(
+        env: &TestEnv,
+        plugins: &[&str],
+        sources: &[&str],
+        config: &str,
+    ) -> Host {
         install_rbac(env).await;
         let kubeconfig = env
             .kubeconfig_for(&Identity::service_account(HOST_NAMESPACE, HOST_ACCOUNT))
@@ -76,8 +88,9 @@ impl Host {
         }
         let file = dir.path().join("wasmop.yaml");
         let text = format!(
-            "sources: [{{directory: {}}}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\nhealthAddress: 127.0.0.1:0\n{config}",
+            "sources: [{{directory: {}}}{}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\nhealthAddress: 127.0.0.1:0\n{config}",
             plugin_dir.display(),
+            sources.iter().map(|s| format!(", {s}")).collect::<String>(),
             env.namespace()
         );
         tokio::fs::write(&file, text).await.expect("config");
@@ -99,6 +112,7 @@ impl Host {
         let mut host = Host {
             child,
             log,
+            plugin_dir,
             metrics: String::new(),
             health: String::new(),
             _dir: dir,
@@ -160,6 +174,11 @@ impl Host {
             Ok(status) => status.expect("wait"),
             Err(_) => panic!("the host did not exit; log:\n{}", self.log_text()),
         }
+    }
+
+    /// The plugin directory the host watches (its first source).
+    pub fn plugin_dir(&self) -> &Path {
+        &self.plugin_dir
     }
 
     /// Every JSON line the host has logged so far.

@@ -1,0 +1,399 @@
+//! Hot reload on the real control plane: the plugin `reload-probe` (guests `reload-v1`,
+//! `reload-v2`, `reload-kinds`) served from a ConfigMap read through the API, or from the
+//! host's plugin directory. Each version writes its version number into `<input>-out`, so a
+//! test sees which version ran a reconcile.
+
+#![allow(clippy::unwrap_used)]
+
+mod harness;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use harness::{Host, PATIENCE, message};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use wasmop_testenv::TestEnv;
+
+/// The ConfigMap source's name: the one `deploy/rbac/rbac.yaml` lets the host read.
+const PLUGINS: &str = "wasmop-plugins";
+const KEY: &str = "reload-probe.wasm";
+
+fn guest(name: &str) -> Vec<u8> {
+    std::fs::read(wasmop_test_guests::component(name)).unwrap()
+}
+
+fn configmaps(env: &TestEnv) -> Api<ConfigMap> {
+    Api::namespaced(env.client(), env.namespace())
+}
+
+/// Creates or replaces the plugin ConfigMap with `entries` (key, guest).
+async fn put_plugins(env: &TestEnv, entries: &[(&str, &str)]) {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(PLUGINS.into());
+    cm.binary_data = Some(
+        entries
+            .iter()
+            .map(|(key, name)| ((*key).to_owned(), ByteString(guest(name))))
+            .collect::<BTreeMap<_, _>>(),
+    );
+    let api = configmaps(env);
+    match api.get_opt(PLUGINS).await.unwrap() {
+        None => {
+            api.create(&PostParams::default(), &cm).await.unwrap();
+        }
+        Some(old) => {
+            cm.metadata.resource_version = old.metadata.resource_version;
+            api.replace(PLUGINS, &PostParams::default(), &cm)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// The host config: the plugin confined to the test's namespace (other tests run their own
+/// hosts beside this one).
+fn config(env: &TestEnv) -> String {
+    format!(
+        "resyncPeriod: 0s\nplugins:\n  reload-probe:\n    namespaces: [{}]\n",
+        env.namespace()
+    )
+}
+
+async fn start_with_configmap(env: &TestEnv, first: &str) -> Host {
+    put_plugins(env, &[(KEY, first)]).await;
+    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    Host::start_with_sources(env, &[], &[&source], &config(env)).await
+}
+
+/// Creates or changes the input `name` (a change makes the plugin reconcile it again).
+async fn touch_input(env: &TestEnv, name: &str, data: &[(&str, &str)]) {
+    let mut map: BTreeMap<String, String> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    map.insert("nonce".into(), format!("{:?}", std::time::Instant::now()));
+    let cm = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"wasmop.test/reload": "input"}},
+        "data": map,
+    });
+    configmaps(env)
+        .patch(
+            name,
+            &PatchParams::apply("e2e-reload").force(),
+            &Patch::Apply(cm),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until `<input>-out` says `version`.
+async fn wait_version(env: &TestEnv, input: &str, version: &str) {
+    env.wait_for(
+        &configmaps(env),
+        &format!("{input}-out"),
+        &format!("to be written by version {version}"),
+        PATIENCE,
+        |cm| {
+            cm.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("version"))
+                .is_some_and(|v| v == version)
+        },
+    )
+    .await
+    .unwrap();
+}
+
+fn reloads(result: &str) -> String {
+    format!(r#"wasmop_plugin_reloads_total{{plugin="reload-probe",result="{result}"}}"#)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configmap_update_makes_the_next_reconcile_run_the_new_version() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = start_with_configmap(&env, "reload-v1").await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    put_plugins(&env, &[(KEY, "reload-v2")]).await;
+    host.wait_log("the new version to be swapped in", |l| {
+        message(l) == "plugin version swapped" && l["fields"]["version"] == "2"
+    })
+    .await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "2").await;
+    assert_eq!(host.metric(&reloads("loaded")).await, 2.0);
+
+    // The same bytes again change nothing.
+    put_plugins(
+        &env,
+        &[(KEY, "reload-v2"), ("notes.txt.wasm.bak", "reload-v1")],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(host.metric(&reloads("loaded")).await, 2.0);
+    assert_eq!(host.metric(&reloads("unchanged")).await, 1.0);
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_version_is_rejected_and_the_last_good_one_keeps_writing() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = start_with_configmap(&env, "reload-v1").await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    put_plugins(&env, &[(KEY, "other-world")]).await;
+    let line = host
+        .wait_log("the bad version to be rejected", |l| {
+            message(l) == "plugin version rejected"
+        })
+        .await;
+    let error = line["fields"]["error"].as_str().unwrap();
+    assert!(error.contains(KEY), "{error}");
+    assert!(error.contains("version 1"), "{error}");
+    assert_eq!(host.metric(&reloads("rejected")).await, 1.0);
+
+    configmaps(&env)
+        .delete("a-out", &DeleteParams::default())
+        .await
+        .unwrap();
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
+    let rejected = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|e| e.reason.as_deref() == Some("PluginRejected"))
+        .expect("a PluginRejected Event");
+    assert_eq!(rejected.regarding.unwrap().name.as_deref(), Some(PLUGINS));
+    assert_eq!(rejected.type_.as_deref(), Some("Warning"));
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn change_of_kinds_restarts_the_controller() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = start_with_configmap(&env, "reload-v1").await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    put_plugins(&env, &[(KEY, "reload-kinds")]).await;
+    host.wait_log("the controller to be restarted", |l| {
+        message(l) == "plugin kinds changed; controller restarted"
+    })
+    .await;
+    let starts = host
+        .lines()
+        .iter()
+        .filter(|l| {
+            message(l) == "plugin controller starting" && l["fields"]["plugin"] == "reload-probe"
+        })
+        .count();
+    assert!(starts >= 1);
+    host.wait_lines("the new controller to start", |lines| {
+        let n = lines
+            .iter()
+            .filter(|l| message(l) == "plugin controller starting")
+            .count();
+        (n >= 2).then_some(())
+    })
+    .await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "3").await;
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugin_removed_from_its_source_stops() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = start_with_configmap(&env, "reload-v1").await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    put_plugins(&env, &[]).await;
+    host.wait_log("the plugin to stop", |l| {
+        message(l) == "plugin removed from its source; controller stopped"
+    })
+    .await;
+    host.wait_log("its controller to end", |l| {
+        message(l) == "plugin controller stopped" && l["fields"]["plugin"] == "reload-probe"
+    })
+    .await;
+    assert_eq!(host.metric(&reloads("removed")).await, 1.0);
+    touch_input(&env, "b", &[]).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let out = configmaps(&env).get_opt("b-out").await.unwrap();
+    assert!(out.is_none(), "a removed plugin reconciled: {out:?}");
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconcile_in_flight_during_a_swap_completes_on_the_old_version() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = start_with_configmap(&env, "reload-v1").await;
+    touch_input(&env, "slow", &[("slowMs", "4000")]).await;
+    host.wait_log("the slow reconcile to start", |l| {
+        message(l) == "slow reconcile started"
+    })
+    .await;
+    put_plugins(&env, &[(KEY, "reload-v2")]).await;
+    host.wait_log("the swap", |l| message(l) == "plugin version swapped")
+        .await;
+    wait_version(&env, "slow", "1").await;
+    let lines = host.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| message(l) == "version 1 reconciled slow"),
+        "the in-flight reconcile finished on version 1; log:\n{}",
+        host.log_text()
+    );
+    assert!(
+        !lines.iter().any(|l| message(l).contains("failed")),
+        "nothing failed; log:\n{}",
+        host.log_text()
+    );
+    touch_input(&env, "slow", &[]).await;
+    wait_version(&env, "slow", "2").await;
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn file_replaced_in_the_plugin_directory_is_swapped_in() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = Host::start(&env, &["reload-v1"], &config(&env)).await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    // As `kubectl cp` or a CI job would: write aside, then rename over the old file.
+    let dir = host.plugin_dir().to_owned();
+    tokio::fs::write(dir.join(".reload-v1.wasm.tmp"), guest("reload-v2"))
+        .await
+        .unwrap();
+    tokio::fs::rename(dir.join(".reload-v1.wasm.tmp"), dir.join("reload-v1.wasm"))
+        .await
+        .unwrap();
+    host.wait_log("the new version to be swapped in", |l| {
+        message(l) == "plugin version swapped"
+    })
+    .await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "2").await;
+    host.stop().await;
+}
+
+/// Starts the host with `failureThreshold: 2` and `rollback` as given, version 1 serving `a`,
+/// then swaps in the trapping version 4 and makes `a` reconcile again.
+async fn start_then_break(env: &TestEnv, rollback: bool) -> Host {
+    put_plugins(env, &[(KEY, "reload-v1")]).await;
+    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    let config = format!(
+        "{}    failureThreshold: 2\n    rollback: {rollback}\n",
+        config(env)
+    );
+    let mut host = Host::start_with_sources(env, &[], &[&source], &config).await;
+    touch_input(env, "a", &[]).await;
+    wait_version(env, "a", "1").await;
+    put_plugins(env, &[(KEY, "reload-trap")]).await;
+    host.wait_log("the broken version to be swapped in", |l| {
+        message(l) == "plugin version swapped" && l["fields"]["version"] == "4"
+    })
+    .await;
+    configmaps(env)
+        .delete("a-out", &DeleteParams::default())
+        .await
+        .unwrap();
+    touch_input(env, "a", &[]).await;
+    host
+}
+
+async fn event_reasons(env: &TestEnv) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn version_that_keeps_trapping_is_rolled_back_to_the_previous_one() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = start_then_break(&env, true).await;
+    host.wait_log("the rollback", |l| {
+        message(l) == "plugin version rolled back" && l["fields"]["version"] == "1"
+    })
+    .await;
+    // The object's retry after its backoff runs on version 1 again.
+    wait_version(&env, "a", "1").await;
+    assert_eq!(host.metric(&reloads("rolled-back")).await, 1.0);
+    assert!(
+        event_reasons(&env)
+            .await
+            .contains(&"PluginFailing".to_owned())
+    );
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_version_keeps_running_when_rollback_is_off() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = start_then_break(&env, false).await;
+    let line = host
+        .wait_log("the failing version to be reported", |l| {
+            message(l).contains("failed 2 reconciles in a row")
+        })
+        .await;
+    assert!(
+        message(&line).ends_with("it keeps running (rollback is off)"),
+        "{line}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(configmaps(&env).get_opt("a-out").await.unwrap().is_none());
+    assert_eq!(host.metric(&reloads("rolled-back")).await, 0.0);
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn earlier_source_wins_a_plugin_name_and_the_later_one_takes_over_when_it_goes() {
+    let env = TestEnv::start().await.unwrap();
+    put_plugins(&env, &[(KEY, "reload-v2")]).await;
+    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    // The plugin directory is the first source, the ConfigMap the second.
+    let mut host = Host::start_with_sources(&env, &["reload-v1"], &[&source], &config(&env)).await;
+    let line = host
+        .wait_log("the duplicate to be rejected", |l| {
+            message(l) == "plugin version rejected"
+        })
+        .await;
+    let error = line["fields"]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("`{KEY}` in ConfigMap {}/{PLUGINS} is refused: plugin `reload-probe` already comes from `reload-v1.wasm` in directory", env.namespace())),
+        "{error}"
+    );
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+
+    tokio::fs::remove_file(host.plugin_dir().join("reload-v1.wasm"))
+        .await
+        .unwrap();
+    host.wait_log("the ConfigMap's version to take over", |l| {
+        message(l) == "plugin version swapped" && l["fields"]["version"] == "2"
+    })
+    .await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "2").await;
+    host.stop().await;
+}
