@@ -157,6 +157,18 @@ async fn bad_version_is_rejected_and_the_last_good_one_keeps_writing() {
     assert!(error.contains(KEY), "{error}");
     assert!(error.contains("version 1"), "{error}");
     assert_eq!(host.metric(&reloads("rejected")).await, 1.0);
+    // What `wasmop status` reads: the plugin still runs version 1, and says why the new one
+    // was refused.
+    let (code, body) = host.probe("/status").await;
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let plugin = &status["plugins"]["reload-probe"];
+    assert_eq!(plugin["version"], "1", "{body}");
+    let last_error = plugin["last_error"].as_str().unwrap_or_default();
+    assert!(
+        last_error.starts_with("new version rejected:") && last_error.contains(KEY),
+        "{body}"
+    );
 
     configmaps(&env)
         .delete("a-out", &DeleteParams::default())
