@@ -8,7 +8,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Host, PATIENCE, fixture, message, object_ref};
+use harness::{Host, PATIENCE, fixture, message, object_ref, wait_mirrored};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -51,24 +51,6 @@ fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
         ));
     }
     text
-}
-
-async fn wait_mirrored(env: &TestEnv, name: &str, value: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    let want = value.to_owned();
-    env.wait_for(
-        &api,
-        &format!("{name}-mirror"),
-        "to mirror the Target",
-        PATIENCE,
-        |cm| {
-            cm.and_then(|c| c.data.as_ref())
-                .and_then(|d| d.get("value"))
-                == Some(&want)
-        },
-    )
-    .await
-    .unwrap();
 }
 
 async fn events_for(env: &TestEnv, name: &str, reason: &str) -> Vec<Event> {

@@ -10,10 +10,9 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Host, PATIENCE, fixture, message, object_ref};
+use harness::{Host, PATIENCE, fixture, message, object_ref, wait_mirrored};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -37,24 +36,6 @@ async fn create_target(env: &TestEnv, name: &str, value: &str) {
     ))
     .await
     .expect("Target created");
-}
-
-async fn wait_mirrored(env: &TestEnv, name: &str, value: &str) {
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    let want = value.to_owned();
-    env.wait_for(
-        &api,
-        &format!("{name}-mirror"),
-        "to mirror the Target",
-        PATIENCE,
-        |cm| {
-            cm.and_then(|c| c.data.as_ref())
-                .and_then(|d| d.get("value"))
-                == Some(&want)
-        },
-    )
-    .await
-    .unwrap();
 }
 
 fn reconciled(lines: &[Value], name: &str) -> bool {
@@ -394,28 +375,7 @@ async fn sigterm_during_a_burst_exits_cleanly_and_every_object_converges_after_r
         })
         .collect();
     env.apply_yaml(&docs.join("---\n")).await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    let mirrors = |list: &[ConfigMap]| {
-        list.iter()
-            .filter(|c| {
-                c.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.ends_with("-mirror"))
-            })
-            .count()
-    };
-    loop {
-        let n = mirrors(&api.list(&ListParams::default()).await.unwrap().items);
-        if n > 0 {
-            assert!(
-                n < BURST,
-                "the burst finished before SIGTERM; the test proves nothing"
-            );
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    harness::wait_partway(&env, BURST).await;
     host.terminate().await;
     let status = host.wait_exit().await;
     assert!(
@@ -430,7 +390,7 @@ async fn sigterm_during_a_burst_exits_cleanly_and_every_object_converges_after_r
         "{}",
         host.log_text()
     );
-    let done = mirrors(&api.list(&ListParams::default()).await.unwrap().items);
+    let done = harness::count_mirrors(&env).await;
     assert!(done < BURST, "nothing left for the restart to prove");
 
     let host = Host::start(&env, &["well-behaved"], &config).await;

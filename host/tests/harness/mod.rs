@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +21,59 @@ pub const RBAC: &str = include_str!("../../../deploy/rbac/rbac.yaml");
 pub const HOST_NAMESPACE: &str = "wasmop-system";
 /// The host's ServiceAccount.
 pub const HOST_ACCOUNT: &str = "wasmop";
+/// Waits until the ConfigMap `<name>-mirror`, which the `well-behaved` test plugin writes for
+/// the Target `name`, holds `value`.
+pub async fn wait_mirrored(env: &TestEnv, name: &str, value: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let want = value.to_owned();
+    env.wait_for(
+        &api,
+        &format!("{name}-mirror"),
+        "to mirror the Target",
+        PATIENCE,
+        |cm| {
+            cm.and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get("value"))
+                == Some(&want)
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// How many `-mirror` ConfigMaps (the `well-behaved` plugin's output) the test namespace holds.
+pub async fn count_mirrors(env: &TestEnv) -> usize {
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|c| {
+            c.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with("-mirror"))
+        })
+        .count()
+}
+
+/// Waits until a run over `total` Targets is under way: some of their `-mirror` ConfigMaps
+/// exist, and not all (else a test that interrupts the run would prove nothing).
+pub async fn wait_partway(env: &TestEnv, total: usize) {
+    loop {
+        let n = count_mirrors(env).await;
+        if n > 0 {
+            assert!(
+                n < total,
+                "all {total} objects converged before the interruption; the test proves nothing"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Long enough for a reconcile chain on a loaded 2-core machine; a test only waits this long
 /// when it is failing.
 pub const PATIENCE: Duration = Duration::from_secs(120);
