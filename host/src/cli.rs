@@ -6,6 +6,7 @@
 //! succeed (without `--expect`).
 
 mod check;
+mod compile;
 mod run;
 mod status;
 mod test;
@@ -33,6 +34,9 @@ enum RawCommand {
     Run(run::RawRun),
     /// Show a running host's plugins: version, state, reconcile counts, last error.
     Status(status::RawStatus),
+    /// Compile plugins ahead of time, for this machine or another architecture, into a
+    /// directory a host loads them from (`precompiledDirectory`).
+    Compile(compile::RawCompile),
 }
 
 /// Options shared by commands that load a plugin.
@@ -41,6 +45,22 @@ struct RawRuntime {
     /// Cache precompiled artefacts in this directory.
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Load artefacts made by `wasmop compile` from this directory instead of compiling.
+    #[arg(long, env = "WASMOP_PRECOMPILED_DIR", value_name = "DIR")]
+    precompiled_dir: Option<PathBuf>,
+}
+
+impl RawRuntime {
+    /// `config` with these directories.
+    fn apply(self, mut config: crate::runtime::RuntimeConfig) -> crate::runtime::RuntimeConfig {
+        if let Some(dir) = self.cache_dir {
+            config = config.cache_dir(dir);
+        }
+        if let Some(dir) = self.precompiled_dir {
+            config = config.precompiled_dir(dir);
+        }
+        config
+    }
 }
 
 /// What a command asks `main` to exit with.
@@ -82,6 +102,7 @@ pub fn main() -> ExitCode {
             RawCommand::Test(t) => test::run(t).await,
             RawCommand::Run(r) => run::run(r).await,
             RawCommand::Status(s) => status::run(s).await,
+            RawCommand::Compile(c) => compile::run(c).await,
         }
     });
     match result {

@@ -105,6 +105,8 @@ pub struct Config {
     pub leader_election: Option<LeaderElection>,
     /// Where precompiled artefacts are kept.
     pub cache_directory: Option<PathBuf>,
+    /// Artefacts made by `wasmop compile`, loaded instead of compiling.
+    pub precompiled_directory: Option<PathBuf>,
     /// The host's own namespace.
     pub namespace: String,
     /// How long a recorded plugin may be missing before its finalizers are released.
@@ -290,6 +292,7 @@ impl Config {
             shutdown_timeout,
             leader_election,
             cache_directory: raw.cache_directory.map(PathBuf::from),
+            precompiled_directory: raw.precompiled_directory.map(PathBuf::from),
             namespace,
             orphaned_finalizer_grace,
             kubeconfig,
@@ -306,6 +309,26 @@ impl Config {
     /// The plugins that have an entry of their own.
     pub fn configured_plugins(&self) -> impl Iterator<Item = &PluginName> {
         self.plugins.keys()
+    }
+
+    /// The plugin runtime's configuration for this host. `wasmop run` and `wasmop compile
+    /// --config` both build it here, so that artefacts compiled ahead of time are made with
+    /// exactly the engine settings the host uses.
+    pub fn runtime_config(&self) -> crate::runtime::RuntimeConfig {
+        let limits = crate::runtime::Limits {
+            memory: self.max_memory(),
+            ..crate::runtime::Limits::default()
+        };
+        let mut config = crate::runtime::RuntimeConfig::default()
+            .concurrency(self.concurrency)
+            .limits(limits);
+        if let Some(dir) = &self.cache_directory {
+            config = config.cache_dir(dir);
+        }
+        if let Some(dir) = &self.precompiled_directory {
+            config = config.precompiled_dir(dir);
+        }
+        config
     }
 
     /// The largest memory limit of any plugin: the runtime sizes its instance slots by it.

@@ -33,7 +33,7 @@ use crate::orphans::Orphans;
 use crate::plugin::{Permission, PluginInfo, PluginName, Verb};
 use crate::policy::{Grants, Policy, kind_label};
 use crate::registry::Registry;
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::Runtime;
 use crate::source::Source;
 use crate::status::{Leadership, Status};
 use crate::watches::Watches;
@@ -217,17 +217,7 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             health::route(&s, path)
         }));
     }
-    let limits = crate::runtime::Limits {
-        memory: config.max_memory(),
-        ..crate::runtime::Limits::default()
-    };
-    let mut runtime_config = RuntimeConfig::default()
-        .concurrency(config.concurrency)
-        .limits(limits);
-    if let Some(dir) = &config.cache_directory {
-        runtime_config = runtime_config.cache_dir(dir);
-    }
-    let runtime = Runtime::new(runtime_config).map_err(HostError::Runtime)?;
+    let runtime = Runtime::new(config.runtime_config()).map_err(HostError::Runtime)?;
 
     // Leadership: constant `true` without election; else the elector's view.
     let (leading_tx, leading) = watch::channel(config.leader_election.is_none());

@@ -19,6 +19,7 @@ mod engine;
 mod hostcalls;
 mod loader;
 mod outcome;
+pub mod precompiled;
 mod wasi;
 
 use std::path::{Path, PathBuf};
@@ -105,6 +106,8 @@ pub struct RuntimeConfig {
     pub limits: Limits,
     /// Where precompiled artefacts are cached; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// A read-only directory of artefacts made by `wasmop compile`, tried after the cache.
+    pub precompiled_dir: Option<PathBuf>,
     /// The instance allocator.
     pub allocator: AllocatorChoice,
     /// A fixed wall-clock time plugins see, for reproducible offline runs (conditions carry
@@ -121,6 +124,7 @@ impl Default for RuntimeConfig {
             concurrency: 64,
             limits: Limits::default(),
             cache_dir: None,
+            precompiled_dir: None,
             allocator: AllocatorChoice::Auto,
             fixed_clock: None,
             epoch_tick: Duration::from_millis(10),
@@ -149,6 +153,16 @@ impl RuntimeConfig {
     #[must_use]
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads artefacts that `wasmop compile` made (for this architecture) from `dir` when the
+    /// cache has none, instead of compiling. Like the cache, it is trusted: anyone who can
+    /// write there can run native code in the host. Artefacts that do not fit this engine are
+    /// skipped (and the plugin compiled).
+    #[must_use]
+    pub fn precompiled_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.precompiled_dir = Some(dir.into());
         self
     }
 

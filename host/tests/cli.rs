@@ -84,6 +84,69 @@ fn check_with_concurrency_probes_the_allocator_the_host_would_use() {
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
 }
 
+#[test]
+fn compiled_artefacts_load_and_a_bad_or_foreign_one_falls_back_to_compiling() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("here");
+    let out_arg = out.display().to_string();
+    let made = run(&["compile", "--out", &out_arg, &guest("noop")]);
+    let stdout = text(&made.stdout);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    assert!(stdout.contains("plugin noop"), "{stdout}");
+    assert!(stdout.contains("pooling allocator:"), "{stdout}");
+    assert!(stdout.contains("on-demand allocator:"), "{stdout}");
+
+    let check = |dir: &str| {
+        let out = run(&["check", "--precompiled-dir", dir, &guest("noop")]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    // `check` uses on-demand allocation: its artefact is taken, nothing is compiled.
+    assert!(
+        check(&out_arg).contains("(precompiled by wasmop compile)"),
+        "{}",
+        check(&out_arg)
+    );
+    // A damaged artefact is skipped and the plugin compiled.
+    let artefact = std::fs::read_dir(&out)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.to_string_lossy().ends_with(".on-demand.cwasm"))
+        .expect("an on-demand artefact");
+    std::fs::write(&artefact, b"not an artefact").expect("damage");
+    assert!(check(&out_arg).contains("(compiled)"));
+
+    // Artefacts for another architecture do not fit this machine: compiled here instead.
+    let other = if cfg!(target_arch = "aarch64") {
+        "x86_64-unknown-linux-musl"
+    } else {
+        "aarch64-unknown-linux-musl"
+    };
+    let foreign = dir.path().join("foreign").display().to_string();
+    let made = run(&[
+        "compile",
+        "--target",
+        other,
+        "--out",
+        &foreign,
+        &guest("noop"),
+    ]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    assert!(text(&made.stdout).contains(other));
+    assert!(check(&foreign).contains("(compiled)"));
+
+    // A file that is not a plugin is refused, named, before anything is written.
+    let bad = dir.path().join("bad.wasm");
+    std::fs::write(&bad, b"garbage").expect("write");
+    let refused = run(&["compile", "--out", &out_arg, &bad.display().to_string()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused.stderr).contains(&bad.display().to_string()),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
 fn check_fails(path: &str, reason: &str) {
     let out = run(&["check", path]);
     let stderr = text(&out.stderr);

@@ -46,7 +46,9 @@ pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -
     let _ = writeln!(out, "file:        {}", file.display());
     let _ = writeln!(out, "size:        {} bytes", stats.size);
     let _ = writeln!(out, "digest:      sha256:{}", plugin.digest());
-    let how = if stats.from_cache {
+    let how = if stats.precompiled {
+        "precompiled by wasmop compile"
+    } else if stats.from_cache {
         "loaded from cache"
     } else {
         "compiled"
@@ -117,7 +119,7 @@ fn list(items: impl Iterator<Item = String>) -> String {
 
 /// Runs `wasmop check`.
 pub async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
-    let mut config = match raw.concurrency {
+    let config = match raw.concurrency {
         Some(n) => RuntimeConfig::default()
             .concurrency(n)
             .allocator(AllocatorChoice::Auto),
@@ -125,9 +127,7 @@ pub async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
             .concurrency(1)
             .allocator(AllocatorChoice::OnDemand),
     };
-    if let Some(dir) = raw.runtime.cache_dir {
-        config = config.cache_dir(dir);
-    }
+    let config = raw.runtime.apply(config);
     let runtime = Runtime::new(config).context("cannot start the plugin runtime")?;
     let plugin = runtime
         .load_file(&raw.file, LoadOptions::default())

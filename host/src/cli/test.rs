@@ -66,10 +66,7 @@ pub async fn run(raw: RawTest) -> anyhow::Result<Exit> {
     if raw.cleanup {
         scenario = scenario.cleanup();
     }
-    let mut rt_config = offline_runtime_config();
-    if let Some(dir) = raw.runtime.cache_dir {
-        rt_config = rt_config.cache_dir(dir);
-    }
+    let rt_config = raw.runtime.apply(offline_runtime_config());
     let runtime = Runtime::new(rt_config).context("cannot start the plugin runtime")?;
     let options = LoadOptions {
         config,

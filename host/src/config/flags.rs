@@ -49,6 +49,13 @@ pub struct RunArgs {
     /// Directory for precompiled plugin artefacts.
     #[arg(long = "cache-dir", env = "WASMOP_CACHE_DIR", value_name = "DIR")]
     pub cache_directory: Option<PathBuf>,
+    /// Directory of artefacts made by `wasmop compile`, loaded instead of compiling.
+    #[arg(
+        long = "precompiled-dir",
+        env = "WASMOP_PRECOMPILED_DIR",
+        value_name = "DIR"
+    )]
+    pub precompiled_directory: Option<PathBuf>,
     /// The host's own namespace (where it records plugins' finalizers).
     #[arg(long, env = "WASMOP_NAMESPACE")]
     pub namespace: Option<String>,
@@ -123,6 +130,9 @@ impl RunArgs {
         }
         if let Some(dir) = &self.cache_directory {
             raw.cache_directory = Some(dir.to_string_lossy().into_owned());
+        }
+        if let Some(dir) = &self.precompiled_directory {
+            raw.precompiled_directory = Some(dir.to_string_lossy().into_owned());
         }
         Ok(raw)
     }

@@ -32,6 +32,8 @@
 //!   retryPeriod: 2s
 //! # Directory for precompiled plugin artefacts (default: none, compile at every start).
 //! cacheDirectory: /var/cache/wasmop
+//! # Artefacts made ahead of time by `wasmop compile` (read-only; default: none).
+//! precompiledDirectory: /usr/lib/wasmop/precompiled
 //! # The host's own namespace, where it records plugins' finalizers (default: $POD_NAMESPACE,
 //! # else wasmop-system).
 //! namespace: wasmop-system
@@ -88,6 +90,8 @@ pub struct RawConfig {
     pub leader_election: Option<RawLeaderElection>,
     /// Artefact cache directory.
     pub cache_directory: Option<String>,
+    /// Directory of artefacts made by `wasmop compile`.
+    pub precompiled_directory: Option<String>,
     /// The host's own namespace.
     pub namespace: Option<String>,
     /// Grace period before a missing plugin's finalizers are released.

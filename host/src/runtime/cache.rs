@@ -154,7 +154,7 @@ impl ArtefactCache {
     }
 }
 
-fn file_sha256(path: &Path) -> std::io::Result<String> {
+pub(super) fn file_sha256(path: &Path) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 << 10];

@@ -124,6 +124,26 @@ fn on_demand(config: &RuntimeConfig) -> Config {
     c
 }
 
+/// An engine that only compiles, for `target`, with every setting that shapes the code of a
+/// host configured like `config` whose allocator is `mode` (it never allocates instances).
+pub fn for_target(
+    config: &RuntimeConfig,
+    mode: super::precompiled::ArtefactMode,
+    target: Option<&str>,
+) -> wasmtime::Result<Engine> {
+    use super::precompiled::ArtefactMode;
+    // The pooling allocator changes no code-shaping setting (wasmtime's tunables do not
+    // depend on the allocation strategy), so its artefacts come from the base settings.
+    let mut c = match mode {
+        ArtefactMode::Pooling => base_config(config),
+        ArtefactMode::OnDemand => on_demand(config),
+    };
+    if let Some(target) = target {
+        c.target(target)?;
+    }
+    Engine::new(&c)
+}
+
 /// Builds the engine as `config.allocator` asks, probing the pooling allocator first in
 /// `Auto` mode: reserving the pool's address space is what fails on small machines.
 pub fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineError> {

@@ -161,8 +161,11 @@ pub struct LoadStats {
     pub size: usize,
     /// Time to compile, or to load the cached artefact.
     pub compile_time: Duration,
-    /// Whether the artefact came from the cache.
+    /// Whether the artefact was loaded rather than compiled here (from the cache, or from
+    /// the precompiled directory).
     pub from_cache: bool,
+    /// Whether it came from the precompiled directory (`wasmop compile`).
+    pub precompiled: bool,
 }
 
 /// Checks the framing: magic, binary version and layer, and that every top-level section fits.
@@ -274,6 +277,23 @@ fn compile(
             size: bytes.len(),
             compile_time: started.elapsed(),
             from_cache: true,
+            precompiled: false,
+        };
+        return Ok((component, stats));
+    }
+    if let Some(dir) = &inner.config.precompiled_dir
+        && let Some(component) = super::precompiled::load(
+            dir,
+            &inner.engine,
+            digest,
+            super::precompiled::ArtefactMode::of(&inner.mode),
+        )
+    {
+        let stats = LoadStats {
+            size: bytes.len(),
+            compile_time: started.elapsed(),
+            from_cache: true,
+            precompiled: true,
         };
         return Ok((component, stats));
     }
@@ -288,6 +308,7 @@ fn compile(
         size: bytes.len(),
         compile_time,
         from_cache: false,
+        precompiled: false,
     };
     Ok((component, stats))
 }

@@ -1,0 +1,90 @@
+//! `wasmop compile`: compiles plugins ahead of time, for this machine or for another
+//! architecture, into a directory a host loads them from instead of compiling
+//! (`precompiledDirectory`, or `--precompiled-dir` for `check` and `test`). Each plugin is
+//! first loaded here as a host would (so a bad file is refused with its reason), then compiled
+//! for the target once per allocator mode (see [`crate::runtime::precompiled`]).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use super::Exit;
+use crate::config::Config;
+use crate::runtime::precompiled;
+use crate::runtime::{AllocatorChoice, LoadOptions, Runtime, RuntimeConfig};
+
+/// Arguments of `wasmop compile`.
+#[derive(Debug, clap::Args)]
+pub struct RawCompile {
+    /// The plugin components (.wasm).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The directory to write the artefacts to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The target triple, e.g. `aarch64-unknown-linux-musl`: artefacts for any machine of that
+    /// architecture (its baseline CPU features). Default: this machine, with its own CPU
+    /// features.
+    #[arg(long)]
+    target: Option<String>,
+    /// The host configuration the artefacts are for: its memory limits shape the code, so
+    /// compile with the config the host runs with (default: the default settings).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// Runs `wasmop compile`.
+pub async fn run(raw: RawCompile) -> anyhow::Result<Exit> {
+    let host = match &raw.config {
+        Some(path) => {
+            let parsed = Config::read_raw(path).await?;
+            Config::from_raw(parsed, None)
+                .with_context(|| format!("{} is not a valid host configuration", path.display()))?
+                .runtime_config()
+        }
+        None => RuntimeConfig::default(),
+    };
+    // Loading here validates the component and runs `describe`; one instance at a time.
+    let checker = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(1)
+            .allocator(AllocatorChoice::OnDemand),
+    )
+    .context("cannot start the plugin runtime")?;
+    for file in &raw.files {
+        let plugin = checker
+            .load_file(file, LoadOptions::default())
+            .await
+            .with_context(|| format!("{} is not a usable plugin", file.display()))?;
+        let bytes = tokio::fs::read(file)
+            .await
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let digest = plugin.digest();
+        let (config, target, out) = (host.clone(), raw.target.clone(), raw.out.clone());
+        let written = tokio::task::spawn_blocking(move || {
+            precompiled::compile(&config, target.as_deref(), &bytes, &digest, &out)
+        })
+        .await
+        .context("the compile task failed")?
+        .with_context(|| format!("cannot precompile {}", file.display()))?;
+        let info = plugin.info();
+        println!(
+            "{}: plugin {} {} (sha256:{}) for {}",
+            file.display(),
+            info.name,
+            info.version,
+            plugin.digest().short(),
+            raw.target.as_deref().unwrap_or("this machine")
+        );
+        for w in written {
+            println!(
+                "  {} allocator: {} ({} bytes, {} ms)",
+                w.mode.label(),
+                w.path.display(),
+                w.size,
+                w.compile_time.as_millis()
+            );
+        }
+    }
+    Ok(Exit::Success)
+}
