@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -198,17 +200,43 @@ func httpClient(tlsConfig *tls.Config) *http.Client {
 	}
 }
 
-// freePort asks the kernel for an unused loopback port. The port is free when this returns; the
-// component binds it moments later, and loopback ports are not handed out again that quickly.
+// freePort picks an unused loopback port below the kernel's ephemeral range. A port the kernel
+// hands out for "port 0" comes from that range, which is also where every outgoing connection
+// gets its local port: between picking such a port and the component binding it, one of the
+// connections that start-up itself opens (the apiserver to etcd, the probes) can take it.
+// Below the range only explicit listeners compete, and a taken port is detected by binding it
+// here (and, should another listener win the moments after, by the launcher's retry).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	low := ephemeralLow()
+	const floor = 10000
+	if low <= floor+1000 {
+		return 0, fmt.Errorf("the ephemeral port range starts at %d: no room for fixed loopback ports below it", low)
+	}
+	for tries := 0; tries < 200; tries++ {
+		port := floor + rand.IntN(low-floor)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free loopback port between %d and %d after 200 tries", floor, low)
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when it cannot be read).
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
-		return 0, fmt.Errorf("finding a free loopback port: %w", err)
+		return 32768
 	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("loopback listener has no TCP address")
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return 32768
 	}
-	return addr.Port, nil
+	low, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 32768
+	}
+	return low
 }
