@@ -76,44 +76,14 @@ impl ArtefactCache {
         (artefact, checksum)
     }
 
-    /// The cached artefact for `digest`, if there is a sound one.
+    /// The cached artefact for `digest`, if there is a sound one. A bad entry is logged,
+    /// removed and reported as a miss.
     pub fn load(&self, engine: &Engine, digest: &Digest) -> Option<Component> {
         let (artefact, checksum) = self.paths(digest);
-        let expected = match std::fs::read_to_string(&checksum) {
-            Ok(s) => s.trim().to_owned(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            Err(e) => {
-                tracing::warn!(path = %checksum.display(), error = %e, "cannot read artefact checksum; recompiling");
-                return None;
-            }
-        };
-        match file_sha256(&artefact) {
-            Ok(actual) if actual == expected => {}
-            Ok(_) => {
-                tracing::warn!(path = %artefact.display(), "cached artefact is corrupt (checksum mismatch); discarding and recompiling");
-                self.discard(digest);
-                return None;
-            }
-            Err(e) => {
-                tracing::warn!(path = %artefact.display(), error = %e, "cannot read cached artefact; recompiling");
-                self.discard(digest);
-                return None;
-            }
-        }
-        // SAFETY: `deserialize_file` maps the file and runs its code, so it must be an
-        // artefact wasmtime produced for this engine. It is: the file lives in wasmop's own
-        // cache directory under this engine's compatibility hash, was written by `store`
-        // below from `Component::serialize`, and its sha256 was just checked against the
-        // checksum written with it, so a truncated or bit-flipped file never gets here. The
-        // remaining trust is in the directory's permissions, as documented on
-        // `RuntimeConfig::cache_dir`. wasmtime additionally checks the header and engine
-        // settings and returns an error on mismatch.
-        #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize_file(engine, &artefact) };
-        match loaded {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(path = %artefact.display(), error = %format!("{e:#}"), "cached artefact does not fit this engine; discarding and recompiling");
+        match read_verified(engine, &artefact, &checksum) {
+            Ok(found) => found,
+            Err(reason) => {
+                tracing::warn!(path = %artefact.display(), %reason, "cached artefact not used; discarding and recompiling");
                 self.discard(digest);
                 None
             }
@@ -123,23 +93,9 @@ impl ArtefactCache {
     /// Stores the artefact of `component`.
     pub fn store(&self, digest: &Digest, component: &Component) -> Result<(), CacheError> {
         let bytes = component.serialize().map_err(CacheError::Serialize)?;
-        let write = |path: &Path, source| CacheError::Write {
-            path: path.to_owned(),
-            source,
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| write(&self.dir, e))?;
         let (artefact, checksum) = self.paths(digest);
-        let tmp = self
-            .dir
-            .join(format!("{digest}.cwasm.tmp-{}", std::process::id()));
-        let sum: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        std::fs::write(&tmp, &bytes).map_err(|e| write(&tmp, e))?;
-        std::fs::write(&checksum, sum).map_err(|e| write(&checksum, e))?;
-        std::fs::rename(&tmp, &artefact).map_err(|e| write(&artefact, e))?;
-        Ok(())
+        write_with_checksum(&self.dir, &artefact, &checksum, &bytes)
+            .map_err(|(path, source)| CacheError::Write { path, source })
     }
 
     fn discard(&self, digest: &Digest) {
@@ -154,7 +110,68 @@ impl ArtefactCache {
     }
 }
 
-pub(super) fn file_sha256(path: &Path) -> std::io::Result<String> {
+/// Reads an artefact that [`write_with_checksum`] wrote into a directory wasmop trusts (its
+/// cache, or the operator's precompiled directory): `Ok(None)` when there is none, `Err` with
+/// the reason when it is damaged or does not fit `engine`.
+pub(super) fn read_verified(
+    engine: &Engine,
+    artefact: &Path,
+    checksum: &Path,
+) -> Result<Option<Component>, String> {
+    let expected = match std::fs::read_to_string(checksum) {
+        Ok(s) => s.trim().to_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read its checksum file: {e}")),
+    };
+    match file_sha256(artefact) {
+        Ok(actual) if actual == expected => {}
+        Ok(_) => return Err("it is corrupt (checksum mismatch)".into()),
+        Err(e) => return Err(format!("cannot read it: {e}")),
+    }
+    // SAFETY: `deserialize_file` maps the file and runs its code, so it must be an artefact
+    // wasmtime produced. It is one wasmop wrote (`Component::serialize` for the cache,
+    // `Engine::precompile_component` in `wasmop compile`) into a directory the operator
+    // trusts, as documented on `RuntimeConfig::cache_dir` and `RuntimeConfig::precompiled_dir`
+    // (whoever can write there can run native code in the host), and its sha256 was just
+    // checked against the checksum written with it, so a truncated or damaged file never gets
+    // here. wasmtime also checks the header and that the artefact was compiled for this
+    // architecture, these CPU features and these engine settings, and errs otherwise.
+    #[allow(unsafe_code)]
+    let loaded = unsafe { Component::deserialize_file(engine, artefact) };
+    loaded
+        .map(Some)
+        .map_err(|e| format!("it does not fit this engine: {e:#}"))
+}
+
+/// Writes `bytes` to `artefact` in `dir` (created if missing) through a temporary file and a
+/// rename, after its sha256 to `checksum`, so a reader never sees a half-written artefact with
+/// a valid checksum. On failure, the path that could not be written.
+pub(super) fn write_with_checksum(
+    dir: &Path,
+    artefact: &Path,
+    checksum: &Path,
+    bytes: &[u8],
+) -> Result<(), (PathBuf, std::io::Error)> {
+    fn fail(path: &Path) -> impl FnOnce(std::io::Error) -> (PathBuf, std::io::Error) + '_ {
+        move |e| (path.to_owned(), e)
+    }
+    std::fs::create_dir_all(dir).map_err(fail(dir))?;
+    let name = artefact
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let sum: String = Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(&tmp, bytes).map_err(fail(&tmp))?;
+    std::fs::write(checksum, sum).map_err(fail(checksum))?;
+    std::fs::rename(&tmp, artefact).map_err(fail(artefact))?;
+    Ok(())
+}
+
+fn file_sha256(path: &Path) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 << 10];

@@ -17,7 +17,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -118,11 +117,6 @@ pub fn compile(
     digest: &Digest,
     out: &Path,
 ) -> Result<Vec<Written>, PrecompileError> {
-    let write = |path: &Path, source| PrecompileError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    std::fs::create_dir_all(out).map_err(|e| write(out, e))?;
     let mut written = Vec::new();
     for mode in ArtefactMode::ALL {
         let engine =
@@ -140,18 +134,8 @@ pub fn compile(
                 })?;
         let compile_time = started.elapsed();
         let (file, checksum) = paths(out, digest, mode);
-        let sum: String = Sha256::digest(&artefact)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let tmp = out.join(format!(
-            ".{digest}.{}.tmp-{}",
-            mode.label(),
-            std::process::id()
-        ));
-        std::fs::write(&tmp, &artefact).map_err(|e| write(&tmp, e))?;
-        std::fs::write(&checksum, sum).map_err(|e| write(&checksum, e))?;
-        std::fs::rename(&tmp, &file).map_err(|e| write(&file, e))?;
+        super::cache::write_with_checksum(out, &file, &checksum, &artefact)
+            .map_err(|(path, source)| PrecompileError::Write { path, source })?;
         written.push(Written {
             path: file,
             mode,
@@ -166,39 +150,10 @@ pub fn compile(
 /// one that fits.
 pub fn load(dir: &Path, engine: &Engine, digest: &Digest, mode: ArtefactMode) -> Option<Component> {
     let (artefact, checksum) = paths(dir, digest, mode);
-    let expected = match std::fs::read_to_string(&checksum) {
-        Ok(s) => s.trim().to_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => {
-            tracing::warn!(path = %checksum.display(), error = %e, "cannot read the precompiled artefact's checksum; compiling the plugin");
-            return None;
-        }
-    };
-    match super::cache::file_sha256(&artefact) {
-        Ok(actual) if actual == expected => {}
-        Ok(_) => {
-            tracing::warn!(path = %artefact.display(), "precompiled artefact is corrupt (checksum mismatch); compiling the plugin");
-            return None;
-        }
-        Err(e) => {
-            tracing::warn!(path = %artefact.display(), error = %e, "cannot read the precompiled artefact; compiling the plugin");
-            return None;
-        }
-    }
-    // SAFETY: `deserialize_file` maps the file and runs its code, so it must be an artefact
-    // wasmtime produced. It is one that `wasmop compile` wrote with
-    // `Engine::precompile_component`: the directory is the operator's `precompiledDirectory`,
-    // trusted like the artefact cache (whoever can write there can run native code in the
-    // host, as documented on `RuntimeConfig::precompiled_dir`), and the file's sha256 was just
-    // checked against the checksum written with it, so a truncated or damaged file never gets
-    // here. wasmtime also checks the header and that the artefact was compiled for this
-    // architecture, these CPU features and these engine settings, and errs otherwise.
-    #[allow(unsafe_code)]
-    let loaded = unsafe { Component::deserialize_file(engine, &artefact) };
-    match loaded {
-        Ok(c) => Some(c),
-        Err(e) => {
-            tracing::warn!(path = %artefact.display(), error = %format!("{e:#}"), "precompiled artefact does not fit this engine; compiling the plugin");
+    match super::cache::read_verified(engine, &artefact, &checksum) {
+        Ok(found) => found,
+        Err(reason) => {
+            tracing::warn!(path = %artefact.display(), %reason, "precompiled artefact not used; compiling the plugin");
             None
         }
     }
