@@ -116,6 +116,11 @@ pub struct RuntimeConfig {
     /// How often the epoch advances. 10 ms: the granularity of deadlines and of yielding a
     /// busy guest back to tokio, at a negligible cost of one atomic increment per tick.
     pub epoch_tick: Duration,
+    /// Whether the engine meters fuel, so that plugins may have fuel budgets. Also on when the
+    /// default `limits` have a budget. Metering costs every call a little (a counter update
+    /// per basic block) and changes the generated code, so it is off unless some plugin needs
+    /// it; plugins without a budget then run with all the fuel there is.
+    pub consume_fuel: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -128,6 +133,7 @@ impl Default for RuntimeConfig {
             allocator: AllocatorChoice::Auto,
             fixed_clock: None,
             epoch_tick: Duration::from_millis(10),
+            consume_fuel: false,
         }
     }
 }
@@ -178,6 +184,20 @@ impl RuntimeConfig {
     pub fn allocator(mut self, allocator: AllocatorChoice) -> Self {
         self.allocator = allocator;
         self
+    }
+
+    /// Meters fuel in the engine, so that plugins loaded with a fuel budget can run. Costs
+    /// every call a little and changes the compiled code (artefacts made without it do not
+    /// fit, and are recompiled).
+    #[must_use]
+    pub fn consume_fuel(mut self, on: bool) -> Self {
+        self.consume_fuel = on;
+        self
+    }
+
+    /// Whether the engine meters fuel: asked for, or implied by a default fuel budget.
+    pub fn fuel_enabled(&self) -> bool {
+        self.consume_fuel || self.limits.fuel.is_some()
     }
 }
 

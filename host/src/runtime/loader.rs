@@ -433,7 +433,7 @@ fn check_options(runtime: &Runtime, options: &LoadOptions) -> Result<super::Limi
             limits.memory, runtime.inner.config.limits.memory
         )));
     }
-    if limits.fuel.is_some() && runtime.inner.config.limits.fuel.is_none() {
+    if limits.fuel.is_some() && !runtime.inner.config.fuel_enabled() {
         return Err(LoadError::Limits(
             "a fuel budget needs a runtime configured with fuel".into(),
         ));
