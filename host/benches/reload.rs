@@ -18,7 +18,9 @@
 //!   through the API.
 //!
 //! Scenarios: (a) cold compile (no artefact cache; each version made unique by a custom
-//! section), for `reload-probe` (~90 KB) and `configmap-mirror` (~500 KB, live only); (b) a
+//! section), for `reload-probe` (~90 KB, written against the WIT directly), the same plugin
+//! written with the SDK (`tests/hostile/reload-sdk`, ~450 KB) and `configmap-mirror`
+//! (~500 KB, live only); (b) a
 //! version whose precompiled artefact is cached; (c) a change of kinds (controller restart).
 //! `WASMOP_BENCH_ROUNDS` sets the rounds per scenario (default 6). Debug builds of the guests
 //! are used (the `wasm` profile the tests use).
@@ -244,6 +246,7 @@ async fn run() {
     let v2 = guest("reload-v2");
     let kinds = guest("reload-kinds");
     let mirror = guest("configmap-mirror");
+    let sdk = guest("reload-sdk");
     println!("hot reload, {rounds} rounds per scenario (times from the change)");
 
     // (a) cold compile: no artefact cache.
@@ -267,6 +270,21 @@ async fn run() {
         &live,
     );
     summary("reload-probe: first reconcile", &first);
+    // The same plugin written with the SDK, as plugin authors write them.
+    let (live, first) = directory_rounds(
+        &mut host,
+        "reload-probe.wasm",
+        std::slice::from_ref(&sdk),
+        rounds,
+        true,
+        true,
+    )
+    .await;
+    summary(
+        &format!("reload-sdk ({} KB): live", sdk.len() / 1000),
+        &live,
+    );
+    summary("reload-sdk: first reconcile", &first);
     write_plugin(&dir, "configmap-mirror.wasm", &mirror).await;
     host.wait_log("configmap-mirror to load", |l| {
         message(l) == "plugin controller starting" && l["fields"]["plugin"] == "configmap-mirror"
