@@ -10,6 +10,7 @@
 //!   plugins keep running.
 //! - Compilation and artefact-cache I/O run on tokio's blocking pool, never on async threads.
 
+mod ahead;
 mod bindings;
 mod cache;
 mod call;
@@ -223,6 +224,8 @@ struct RuntimeInner {
     linker: Linker<CallState>,
     mode: AllocatorMode,
     cache: Option<cache::ArtefactCache>,
+    /// Compilations started by [`Runtime::compile_ahead`].
+    ahead: ahead::Ahead,
     config: RuntimeConfig,
     _ticker: engine::EpochTicker,
 }
@@ -252,6 +255,7 @@ impl Runtime {
                 linker,
                 mode,
                 cache,
+                ahead: ahead::Ahead::default(),
                 config,
                 _ticker: ticker,
             }),
@@ -279,6 +283,25 @@ impl Runtime {
     /// refuses what the plugin asks for.
     pub async fn load(&self, bytes: Vec<u8>, options: LoadOptions) -> Result<Plugin, LoadError> {
         loader::load(self, bytes, options).await
+    }
+
+    /// Starts compiling `bytes` (or loading its artefact) in the background, so that a
+    /// [`load`](Self::load) of the same bytes soon after finds the work done or under way. For
+    /// a source that sees a new version before it has settled; bytes that are not a whole
+    /// component are ignored (the load reports them). Must be called within a tokio runtime.
+    pub fn compile_ahead(&self, bytes: Vec<u8>) {
+        loader::compile_ahead(self, bytes);
+    }
+
+    /// Forgets compilations started ahead that no load took: call it once a source's settled
+    /// content has been loaded.
+    pub fn discard_ahead(&self) {
+        self.inner.ahead.clear();
+    }
+
+    /// How many compilations started ahead are kept (for tests).
+    pub fn compiling_ahead(&self) -> usize {
+        self.inner.ahead.len()
     }
 
     /// Reads `path` (without blocking the async runtime) and [`load`](Self::load)s it.

@@ -824,3 +824,32 @@ async fn artefacts_of_a_metered_engine_load_only_on_a_metered_one() {
         healthy_call(&again, "cached", "3").await;
     }
 }
+
+#[tokio::test]
+async fn a_compilation_started_ahead_is_taken_by_the_load_of_the_same_bytes() {
+    let rt = runtime();
+    rt.compile_ahead(b"not a component".to_vec());
+    assert_eq!(
+        rt.compiling_ahead(),
+        0,
+        "bytes that are not a component are ignored"
+    );
+
+    let bytes = bytes_of("well-behaved");
+    rt.compile_ahead(bytes.clone());
+    rt.compile_ahead(bytes.clone());
+    assert_eq!(rt.compiling_ahead(), 1, "one compilation per digest");
+    let plugin = rt
+        .load(bytes.clone(), LoadOptions::default())
+        .await
+        .expect("loads");
+    assert_eq!(rt.compiling_ahead(), 0, "the load took it");
+    assert!(plugin.load_stats().compile_time > Duration::ZERO);
+    healthy_call(&plugin, "ahead", "1").await;
+
+    // Hints for versions never loaded are dropped.
+    rt.compile_ahead(bytes_of("noop"));
+    assert_eq!(rt.compiling_ahead(), 1);
+    rt.discard_ahead();
+    assert_eq!(rt.compiling_ahead(), 0);
+}
