@@ -344,7 +344,25 @@ pub struct Request {
     /// Which object.
     pub target: ObjectRef,
     /// The object as the host last saw it.
-    pub object: Value,
+    pub object: RequestObject,
+}
+
+/// The object of a [`Request`], as a value or as the JSON text the plugin will get.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestObject {
+    /// A value: trimmed (no `managedFields`, no last-applied annotation) and written as JSON
+    /// text for the call.
+    Value(Value),
+    /// JSON text of an object already trimmed, passed to the plugin as it is: the controller
+    /// writes its cached objects (trimmed when cached) straight to text, which spares
+    /// building a `Value` that the call would only write out and drop.
+    Text(String),
+}
+
+impl From<Value> for RequestObject {
+    fn from(value: Value) -> Self {
+        RequestObject::Value(value)
+    }
 }
 
 impl Request {
@@ -352,7 +370,7 @@ impl Request {
     pub fn for_object(object: Value) -> Result<Self, crate::cluster::IdentityError> {
         Ok(Self {
             target: ObjectRef::of(&object)?,
-            object,
+            object: RequestObject::Value(object),
         })
     }
 }

@@ -8,13 +8,13 @@ use std::time::Instant;
 use tracing::Instrument;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 
-use super::PluginInner;
 use super::bindings::exports::wasmop::plugin::reconciler;
 use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
 use super::hostcalls::{json_text, to_wit_ref};
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
 use super::wasi::{self, Printed};
 use super::{Limits, Request};
+use super::{PluginInner, RequestObject};
 use crate::cluster::{Cluster, ObjectRef};
 
 /// Which export to call.
@@ -122,7 +122,10 @@ async fn run(
     };
     let wit_request = reconciler::Request {
         target: to_wit_ref(&request.target),
-        object: json_text(&trimmed(request.object)),
+        object: match request.object {
+            RequestObject::Value(value) => json_text(&trimmed(value)),
+            RequestObject::Text(text) => text,
+        },
     };
     let started = Instant::now();
     let call = async {
