@@ -314,6 +314,10 @@ impl Config {
     /// The plugin runtime's configuration for this host. `wasmop run` and `wasmop compile
     /// --config` both build it here, so that artefacts compiled ahead of time are made with
     /// exactly the engine settings the host uses.
+    ///
+    /// The engine meters fuel when any plugin's settings (its own, or the defaults) have a
+    /// budget. Every plugin a source may bring later, while the host runs, gets one of these
+    /// settings, so the decision made here at start holds for all of them.
     pub fn runtime_config(&self) -> crate::runtime::RuntimeConfig {
         let limits = crate::runtime::Limits {
             memory: self.max_memory(),
@@ -321,7 +325,8 @@ impl Config {
         };
         let mut config = crate::runtime::RuntimeConfig::default()
             .concurrency(self.concurrency)
-            .limits(limits);
+            .limits(limits)
+            .consume_fuel(self.any_fuel_budget());
         if let Some(dir) = &self.cache_directory {
             config = config.cache_dir(dir);
         }
@@ -329,6 +334,14 @@ impl Config {
             config = config.precompiled_dir(dir);
         }
         config
+    }
+
+    /// Whether any plugin (or the defaults) has a fuel budget.
+    pub fn any_fuel_budget(&self) -> bool {
+        self.plugins
+            .values()
+            .chain(std::iter::once(&self.defaults))
+            .any(|s| s.limits.fuel.is_some())
     }
 
     /// The largest memory limit of any plugin: the runtime sizes its instance slots by it.
@@ -585,6 +598,24 @@ mod tests {
         assert_eq!(s.config["prefix"], "db-");
         assert_eq!(s.grants[0].kind, "Secret");
         assert_eq!(c.max_memory(), 32 << 20);
+    }
+
+    #[test]
+    fn runtime_meters_fuel_only_when_some_plugin_has_a_budget() {
+        let none = parse("plugins:\n  db: {memory: 16Mi}\n").expect("valid");
+        assert!(!none.runtime_config().fuel_enabled());
+        let one = parse("plugins:\n  db: {fuel: 1000}\n  other: {}\n").expect("valid");
+        let rt = one.runtime_config();
+        assert!(rt.fuel_enabled(), "a plugin's own budget turns metering on");
+        // The runtime's defaults stay budget-less: plugins without one run unmetered in effect.
+        assert_eq!(rt.limits.fuel, None);
+        let other = PluginName::new("other").expect("name");
+        assert_eq!(one.plugin(&other).limits.fuel, None);
+        let defaults = parse("defaults: {fuel: 5000}\n").expect("valid");
+        assert!(defaults.runtime_config().fuel_enabled());
+        // A plugin that appears later without an entry gets the defaults' budget.
+        let later = PluginName::new("added-later").expect("name");
+        assert_eq!(defaults.plugin(&later).limits.fuel, Some(5000));
     }
 
     #[test]

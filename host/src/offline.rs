@@ -279,7 +279,10 @@ impl Harness {
         let object = cluster
             .object(&target)
             .unwrap_or_else(|| scenario.object.clone());
-        let request = Request { target, object };
+        let request = Request {
+            target,
+            object: object.into(),
+        };
         let (call, outcome) = if scenario.cleanup {
             (
                 "cleanup",

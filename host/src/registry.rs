@@ -128,6 +128,10 @@ impl Registry {
                 _ = shutdown.wait_for(|stop| *stop) => None,
             };
             let Some(update) = next else { break };
+            if update.early {
+                self.compile_ahead(&update);
+                continue;
+            }
             waiting.remove(&update.source);
             self.apply(update).await;
         }
@@ -146,6 +150,7 @@ impl Registry {
                 _ = shutdown.wait_for(|stop| *stop) => None,
             };
             match next {
+                Some(Ok(update)) if update.early => self.compile_ahead(&update),
                 Some(Ok(update)) => self.apply(update).await,
                 Some(Err(failing)) => self.failing(failing).await,
                 None => break,
@@ -203,9 +208,41 @@ impl Registry {
         }
     }
 
-    /// Brings the live set in line with the new content of one source.
+    /// Starts compiling the versions an early update shows that its settled update will
+    /// probably bring (new bytes at a key), so that their loads find the work under way.
+    fn compile_ahead(&self, update: &Update) {
+        let Ok(components) = &update.components else {
+            return;
+        };
+        for component in components {
+            let origin = Origin {
+                source: update.source,
+                key: component.key.clone(),
+            };
+            let digest = component.digest();
+            if self
+                .slots
+                .get(&origin)
+                .is_none_or(|slot| slot.digest != digest)
+            {
+                self.runtime.compile_ahead(component.bytes.clone());
+            }
+        }
+    }
+
+    /// Brings the live set in line with the new content of one source. Compilations started
+    /// ahead that it did not use are dropped afterwards.
     pub async fn apply(&mut self, update: Update) {
-        let Update { source, components } = update;
+        self.apply_settled(update).await;
+        self.runtime.discard_ahead();
+    }
+
+    async fn apply_settled(&mut self, update: Update) {
+        let Update {
+            source,
+            components,
+            early: _,
+        } = update;
         let components = match components {
             Ok(c) => c,
             Err(error) => {

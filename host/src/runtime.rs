@@ -10,6 +10,7 @@
 //!   plugins keep running.
 //! - Compilation and artefact-cache I/O run on tokio's blocking pool, never on async threads.
 
+mod ahead;
 mod bindings;
 mod cache;
 mod call;
@@ -116,6 +117,11 @@ pub struct RuntimeConfig {
     /// How often the epoch advances. 10 ms: the granularity of deadlines and of yielding a
     /// busy guest back to tokio, at a negligible cost of one atomic increment per tick.
     pub epoch_tick: Duration,
+    /// Whether the engine meters fuel, so that plugins may have fuel budgets. Also on when the
+    /// default `limits` have a budget. Metering costs every call a little (a counter update
+    /// per basic block) and changes the generated code, so it is off unless some plugin needs
+    /// it; plugins without a budget then run with all the fuel there is.
+    pub consume_fuel: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -128,6 +134,7 @@ impl Default for RuntimeConfig {
             allocator: AllocatorChoice::Auto,
             fixed_clock: None,
             epoch_tick: Duration::from_millis(10),
+            consume_fuel: false,
         }
     }
 }
@@ -179,6 +186,20 @@ impl RuntimeConfig {
         self.allocator = allocator;
         self
     }
+
+    /// Meters fuel in the engine, so that plugins loaded with a fuel budget can run. Costs
+    /// every call a little and changes the compiled code (artefacts made without it do not
+    /// fit, and are recompiled).
+    #[must_use]
+    pub fn consume_fuel(mut self, on: bool) -> Self {
+        self.consume_fuel = on;
+        self
+    }
+
+    /// Whether the engine meters fuel: asked for, or implied by a default fuel budget.
+    pub fn fuel_enabled(&self) -> bool {
+        self.consume_fuel || self.limits.fuel.is_some()
+    }
 }
 
 /// Why the runtime cannot start.
@@ -203,6 +224,8 @@ struct RuntimeInner {
     linker: Linker<CallState>,
     mode: AllocatorMode,
     cache: Option<cache::ArtefactCache>,
+    /// Compilations started by [`Runtime::compile_ahead`].
+    ahead: ahead::Ahead,
     config: RuntimeConfig,
     _ticker: engine::EpochTicker,
 }
@@ -232,6 +255,7 @@ impl Runtime {
                 linker,
                 mode,
                 cache,
+                ahead: ahead::Ahead::default(),
                 config,
                 _ticker: ticker,
             }),
@@ -259,6 +283,25 @@ impl Runtime {
     /// refuses what the plugin asks for.
     pub async fn load(&self, bytes: Vec<u8>, options: LoadOptions) -> Result<Plugin, LoadError> {
         loader::load(self, bytes, options).await
+    }
+
+    /// Starts compiling `bytes` (or loading its artefact) in the background, so that a
+    /// [`load`](Self::load) of the same bytes soon after finds the work done or under way. For
+    /// a source that sees a new version before it has settled; bytes that are not a whole
+    /// component are ignored (the load reports them). Must be called within a tokio runtime.
+    pub fn compile_ahead(&self, bytes: Vec<u8>) {
+        loader::compile_ahead(self, bytes);
+    }
+
+    /// Forgets compilations started ahead that no load took: call it once a source's settled
+    /// content has been loaded.
+    pub fn discard_ahead(&self) {
+        self.inner.ahead.clear();
+    }
+
+    /// How many compilations started ahead are kept (for tests).
+    pub fn compiling_ahead(&self) -> usize {
+        self.inner.ahead.len()
     }
 
     /// Reads `path` (without blocking the async runtime) and [`load`](Self::load)s it.
@@ -301,7 +344,25 @@ pub struct Request {
     /// Which object.
     pub target: ObjectRef,
     /// The object as the host last saw it.
-    pub object: Value,
+    pub object: RequestObject,
+}
+
+/// The object of a [`Request`], as a value or as the JSON text the plugin will get.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestObject {
+    /// A value: trimmed (no `managedFields`, no last-applied annotation) and written as JSON
+    /// text for the call.
+    Value(Value),
+    /// JSON text of an object already trimmed, passed to the plugin as it is: the controller
+    /// writes its cached objects (trimmed when cached) straight to text, which spares
+    /// building a `Value` that the call would only write out and drop.
+    Text(String),
+}
+
+impl From<Value> for RequestObject {
+    fn from(value: Value) -> Self {
+        RequestObject::Value(value)
+    }
 }
 
 impl Request {
@@ -309,7 +370,7 @@ impl Request {
     pub fn for_object(object: Value) -> Result<Self, crate::cluster::IdentityError> {
         Ok(Self {
             target: ObjectRef::of(&object)?,
-            object,
+            object: RequestObject::Value(object),
         })
     }
 }

@@ -66,6 +66,10 @@ pub struct Update {
     pub source: usize,
     /// Its components, in key order.
     pub components: Result<Vec<Component>, SourceError>,
+    /// A snapshot read at the first change of a burst, before the source has settled: only a
+    /// hint to start compiling new versions (the settled snapshot follows, and is what
+    /// counts). A directory sends one per burst; a ConfigMap read through the API never does.
+    pub early: bool,
 }
 
 /// Why a source cannot be read.

@@ -265,6 +265,52 @@ async fn hostile_plugin_beside_a_healthy_one_does_not_stop_it() {
     host.stop().await;
 }
 
+/// `fuel:` budgets in the host config: the engine meters fuel because a plugin has a budget; a
+/// spinning plugin is stopped by its small budget (reported as a fuel abort) while the host
+/// keeps serving, and a plugin that arrives later through the source gets its own, generous
+/// budget and reconciles.
+#[tokio::test(flavor = "multi_thread")]
+async fn fuel_budgets_stop_a_spinning_plugin_and_let_a_later_one_reconcile() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let ns = env.namespace();
+    let config = format!(
+        "resyncPeriod: 0s\nplugins:\n  \
+         infinite-loop: {{namespaces: [{ns}], deadline: 60s, fuel: 50000000}}\n  \
+         well-behaved: {{namespaces: [{ns}], fuel: 5000000000}}\n"
+    );
+    let mut host = Host::start(&env, &["infinite-loop"], &config).await;
+    create_target(&env, "spun", "1").await;
+    host.wait_log("the spinning plugin to run out of fuel", |l| {
+        l["span"]["plugin"] == "infinite-loop"
+            && l["fields"]["outcome"]
+                .as_str()
+                .is_some_and(|o| o.contains("fuel budget of 50000000"))
+    })
+    .await;
+    let aborts = r#"wasmop_plugin_aborts_total{plugin="infinite-loop",cause="fuel"}"#;
+    assert!(host.metric(aborts).await >= 1.0, "{}", host.metrics().await);
+
+    // Added while the host runs: it gets the budget of its entry, and reconciles within it.
+    tokio::fs::copy(
+        wasmop_test_guests::component("well-behaved"),
+        host.plugin_dir().join("well-behaved.wasm"),
+    )
+    .await
+    .expect("copy plugin");
+    create_target(&env, "later", "2").await;
+    wait_mirrored(&env, "spun", "1").await;
+    wait_mirrored(&env, "later", "2").await;
+    let consumed = r#"wasmop_plugin_fuel_consumed_total{plugin="well-behaved"}"#;
+    assert!(
+        host.metric(consumed).await > 0.0,
+        "{}",
+        host.metrics().await
+    );
+    assert_eq!(host.probe("/healthz").await.0, 200);
+    host.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn finalizer_is_added_cleanup_runs_and_the_finalizer_is_removed() {
     let env = TestEnv::start().await.unwrap();

@@ -697,3 +697,159 @@ async fn settings_that_are_not_a_json_object_are_refused() {
         "the plugin's settings must be a JSON object, not an array"
     );
 }
+
+#[tokio::test]
+async fn a_metered_runtime_runs_plugins_without_a_budget_and_stops_those_over_theirs() {
+    let rt = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(test_limits())
+            .consume_fuel(true),
+    )
+    .expect("runtime");
+    // No budget: the store gets all the fuel there is, and no fuel is reported.
+    let unlimited = load(&rt, "well-behaved").await;
+    let object = target("unmetered", "1");
+    let (outcome, usage) = unlimited
+        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    assert_eq!(usage.fuel, None, "{usage:?}");
+
+    let budget = |fuel| LoadOptions {
+        limits: Some(Limits {
+            fuel: Some(fuel),
+            ..test_limits()
+        }),
+        ..LoadOptions::default()
+    };
+    let generous = unlimited
+        .with_options(budget(5_000_000_000))
+        .expect("budget");
+    database_config_call(
+        &load(&rt, "database-config")
+            .await
+            .with_options(budget(5_000_000_000))
+            .expect("budget"),
+        "metered",
+        5432,
+    )
+    .await;
+    let object = target("generous", "2");
+    let (outcome, usage) = generous
+        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    assert!(usage.fuel.is_some_and(|f| f > 0), "{usage:?}");
+
+    let tiny = unlimited.with_options(budget(1000)).expect("budget");
+    let object = target("tiny", "3");
+    let outcome = tiny
+        .reconcile(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(outcome, Outcome::Timeout(Budget::Fuel(1000)), "{outcome}");
+}
+
+#[tokio::test]
+async fn a_fuel_budget_on_an_unmetered_runtime_is_refused_with_the_reason() {
+    let rt = runtime();
+    let options = LoadOptions {
+        limits: Some(Limits {
+            fuel: Some(1000),
+            ..test_limits()
+        }),
+        ..LoadOptions::default()
+    };
+    let err = rt
+        .load_file(wasmop_test_guests::component("well-behaved"), options)
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("fuel"), "{err}");
+}
+
+/// Metering fuel changes the compiled code: artefacts of a metered engine fit only a metered
+/// host, in the artefact cache (keyed by the engine) and in the precompiled directory (checked
+/// by wasmtime), and a misfit is compiled instead of failing.
+#[tokio::test]
+async fn artefacts_of_a_metered_engine_load_only_on_a_metered_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = bytes_of("well-behaved");
+    let digest = wasmop::plugin::Digest::of(&bytes);
+    let config = |fuel: bool| {
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(test_limits())
+            .consume_fuel(fuel)
+    };
+    let precompiled = dir.path().join("precompiled");
+    let made =
+        wasmop::runtime::precompiled::compile(&config(true), None, &bytes, &digest, &precompiled)
+            .expect("compiles");
+    assert_eq!(made.len(), 2);
+    let on =
+        |fuel: bool| Runtime::new(config(fuel).precompiled_dir(&precompiled)).expect("runtime");
+    let metered = load(&on(true), "well-behaved").await;
+    assert!(
+        metered.load_stats().precompiled,
+        "{:?}",
+        metered.load_stats()
+    );
+    healthy_call(&metered, "metered", "1").await;
+    let plain = load(&on(false), "well-behaved").await;
+    assert!(!plain.load_stats().precompiled, "{:?}", plain.load_stats());
+    healthy_call(&plain, "plain", "2").await;
+
+    // One cache directory shared by both: each engine has its own entry.
+    let cache = dir.path().join("cache");
+    let cached = |fuel: bool| Runtime::new(config(fuel).cache_dir(&cache)).expect("runtime");
+    assert!(
+        !load(&cached(true), "well-behaved")
+            .await
+            .load_stats()
+            .from_cache
+    );
+    assert!(
+        !load(&cached(false), "well-behaved")
+            .await
+            .load_stats()
+            .from_cache
+    );
+    for fuel in [true, false] {
+        let again = load(&cached(fuel), "well-behaved").await;
+        assert!(
+            again.load_stats().from_cache,
+            "fuel {fuel}: {:?}",
+            again.load_stats()
+        );
+        healthy_call(&again, "cached", "3").await;
+    }
+}
+
+#[tokio::test]
+async fn a_compilation_started_ahead_is_taken_by_the_load_of_the_same_bytes() {
+    let rt = runtime();
+    rt.compile_ahead(b"not a component".to_vec());
+    assert_eq!(
+        rt.compiling_ahead(),
+        0,
+        "bytes that are not a component are ignored"
+    );
+
+    let bytes = bytes_of("well-behaved");
+    rt.compile_ahead(bytes.clone());
+    rt.compile_ahead(bytes.clone());
+    assert_eq!(rt.compiling_ahead(), 1, "one compilation per digest");
+    let plugin = rt
+        .load(bytes.clone(), LoadOptions::default())
+        .await
+        .expect("loads");
+    assert_eq!(rt.compiling_ahead(), 0, "the load took it");
+    assert!(plugin.load_stats().compile_time > Duration::ZERO);
+    healthy_call(&plugin, "ahead", "1").await;
+
+    // Hints for versions never loaded are dropped.
+    rt.compile_ahead(bytes_of("noop"));
+    assert_eq!(rt.compiling_ahead(), 1);
+    rt.discard_ahead();
+    assert_eq!(rt.compiling_ahead(), 0);
+}

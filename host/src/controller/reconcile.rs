@@ -12,7 +12,7 @@ use super::PluginCtx;
 use super::finalizer::{self, FinalizerError};
 use crate::cluster::{EventType, ObjectRef};
 use crate::events::Record;
-use crate::runtime::{self, Outcome, Plugin, PluginErrorKind, Request};
+use crate::runtime::{self, Outcome, Plugin, PluginErrorKind, Request, RequestObject};
 
 /// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
 #[derive(Debug, thiserror::Error)]
@@ -168,14 +168,38 @@ async fn run(
     .await)
 }
 
+/// The request for `obj`, written straight to JSON text, which the runtime passes on as it
+/// is. Cached objects are trimmed already (`watches::trim`); one the API server just returned
+/// (after adding the finalizer) is trimmed here the same way.
 fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
-    let object = serde_json::to_value(obj).map_err(|source| ReconcileError::Encode {
+    let last_applied = |o: &DynamicObject| {
+        o.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::watches::LAST_APPLIED))
+    };
+    let trimmed;
+    let obj = if obj.metadata.managed_fields.is_some() || last_applied(obj) {
+        let mut copy = obj.clone();
+        copy.metadata.managed_fields = None;
+        if let Some(annotations) = copy.metadata.annotations.as_mut() {
+            annotations.remove(crate::watches::LAST_APPLIED);
+            if annotations.is_empty() {
+                copy.metadata.annotations = None;
+            }
+        }
+        trimmed = copy;
+        &trimmed
+    } else {
+        obj
+    };
+    let text = serde_json::to_string(obj).map_err(|source| ReconcileError::Encode {
         target: Box::new(target.clone()),
         source,
     })?;
     Ok(Request {
         target: target.clone(),
-        object,
+        object: RequestObject::Text(text),
     })
 }
 
@@ -292,4 +316,45 @@ pub fn error_policy(
         "reconcile failed in the host; retrying with backoff"
     );
     Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::GroupVersionKind;
+
+    use super::*;
+
+    #[test]
+    fn request_text_leaves_out_managed_fields_and_the_last_applied_annotation() {
+        let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {
+                "name": "a", "namespace": "ns",
+                "managedFields": [{"manager": "kubectl"}],
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                    "keep": "me"
+                }
+            },
+            "data": {"k": "v"}
+        }))
+        .expect("object");
+        let target = ObjectRef::new(
+            GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            Some("ns".into()),
+            "a",
+        );
+        let RequestObject::Text(text) = request(&target, &obj).expect("request").object else {
+            panic!("the controller passes text");
+        };
+        let sent: serde_json::Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(
+            sent,
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "ns", "annotations": {"keep": "me"}},
+                "data": {"k": "v"}
+            })
+        );
+    }
 }

@@ -63,7 +63,8 @@ pub async fn describe(
         None,
         None,
     );
-    let mut store = new_store(&runtime.inner.engine, state, limits.fuel).map_err(|e| {
+    let metered = runtime.inner.config.fuel_enabled();
+    let mut store = new_store(&runtime.inner.engine, state, metered, limits.fuel).map_err(|e| {
         LoadError::Describe(Outcome::Trap {
             message: format!("{e:#}"),
             backtrace: vec![],

@@ -8,13 +8,13 @@ use std::time::Instant;
 use tracing::Instrument;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 
-use super::PluginInner;
 use super::bindings::exports::wasmop::plugin::reconciler;
 use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
 use super::hostcalls::{json_text, to_wit_ref};
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
 use super::wasi::{self, Printed};
 use super::{Limits, Request};
+use super::{PluginInner, RequestObject};
 use crate::cluster::{Cluster, ObjectRef};
 
 /// Which export to call.
@@ -29,15 +29,20 @@ pub enum Entry {
 /// A store for one call, with the limiter, fuel and epoch deadline installed. The epoch
 /// callback yields to tokio every tick (so a busy guest never starves other tasks on its
 /// worker thread) and traps once the deadline has passed.
+///
+/// `metered` says whether the engine consumes fuel: a store of such an engine starts with
+/// none, so a call without a budget (`fuel` is `None`) gets all there is, which no call can
+/// use up before its deadline.
 pub fn new_store(
     engine: &Engine,
     state: CallState,
+    metered: bool,
     fuel: Option<u64>,
 ) -> wasmtime::Result<Store<CallState>> {
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
-    if let Some(fuel) = fuel {
-        store.set_fuel(fuel)?;
+    if metered {
+        store.set_fuel(fuel.unwrap_or(u64::MAX))?;
     }
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|mut ctx| {
@@ -104,7 +109,8 @@ async fn run(
         unreachable!("the instance-slot semaphore is never closed");
     };
     let state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
-    let mut store = match new_store(&plugin.runtime.engine, state, limits.fuel) {
+    let metered = plugin.runtime.config.fuel_enabled();
+    let mut store = match new_store(&plugin.runtime.engine, state, metered, limits.fuel) {
         Ok(store) => store,
         Err(e) => {
             let outcome = Outcome::Trap {
@@ -116,7 +122,10 @@ async fn run(
     };
     let wit_request = reconciler::Request {
         target: to_wit_ref(&request.target),
-        object: json_text(&trimmed(request.object)),
+        object: match request.object {
+            RequestObject::Value(value) => json_text(&trimmed(value)),
+            RequestObject::Text(text) => text,
+        },
     };
     let started = Instant::now();
     let call = async {

@@ -84,7 +84,7 @@ fn base_config(config: &RuntimeConfig) -> Config {
         // what it rules out is async WIT functions, streams and futures (WASI 0.3 guests).
         .concurrency_support(false)
         .wasm_backtrace_max_frames(NonZeroUsize::new(BACKTRACE_FRAMES));
-    if config.limits.fuel.is_some() {
+    if config.fuel_enabled() {
         c.consume_fuel(true);
     }
     c

@@ -313,6 +313,20 @@ fn compile(
     Ok((component, stats))
 }
 
+/// Starts compiling `bytes` ahead of its load (see [`super::ahead`]), when they frame a whole
+/// component.
+pub fn compile_ahead(runtime: &Runtime, bytes: Vec<u8>) {
+    if check_framing(&bytes).is_err() {
+        return;
+    }
+    let digest = Digest::of(&bytes);
+    let rt = runtime.clone();
+    runtime
+        .inner
+        .ahead
+        .start(digest, move || compile(&rt, &bytes, &digest));
+}
+
 pub async fn load(
     runtime: &Runtime,
     bytes: Vec<u8>,
@@ -321,11 +335,15 @@ pub async fn load(
     check_framing(&bytes)?;
     let limits = check_options(runtime, &options)?;
     let digest = Digest::of(&bytes);
-    let rt = runtime.clone();
     // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads.
-    let (component, stats) = tokio::task::spawn_blocking(move || compile(&rt, &bytes, &digest))
-        .await
-        .map_err(LoadError::Task)??;
+    let task = match runtime.inner.ahead.take(&digest) {
+        Some(started) => started,
+        None => {
+            let rt = runtime.clone();
+            tokio::task::spawn_blocking(move || compile(&rt, &bytes, &digest))
+        }
+    };
+    let (component, stats) = task.await.map_err(LoadError::Task)??;
     check_world(runtime, &component)?;
     let instance_pre = runtime
         .inner
@@ -433,7 +451,7 @@ fn check_options(runtime: &Runtime, options: &LoadOptions) -> Result<super::Limi
             limits.memory, runtime.inner.config.limits.memory
         )));
     }
-    if limits.fuel.is_some() && runtime.inner.config.limits.fuel.is_none() {
+    if limits.fuel.is_some() && !runtime.inner.config.fuel_enabled() {
         return Err(LoadError::Limits(
             "a fuel budget needs a runtime configured with fuel".into(),
         ));

@@ -96,7 +96,15 @@ pub async fn watch(
             Some(Ok(watcher::Event::InitDone)) if listed => continue,
             Some(Ok(watcher::Event::InitDone | watcher::Event::Delete(_))) => Ok(Vec::new()),
         };
-        if updates.send(Update { source, components }).await.is_err() {
+        if updates
+            .send(Update {
+                source,
+                components,
+                early: false,
+            })
+            .await
+            .is_err()
+        {
             return;
         }
     }

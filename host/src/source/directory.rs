@@ -2,7 +2,9 @@
 //!
 //! # Guarantees
 //! - The first [`Update`] is the directory as it is at start; after that, one update after
-//!   each burst of changes, once the directory has been quiet for [`DEBOUNCE`].
+//!   each burst of changes, once the directory has been quiet for [`DEBOUNCE`]. Before it, a
+//!   few early updates (hints, read once the directory has been quiet for [`HINT_QUIET`]) let
+//!   the registry start compiling new versions during the debounce.
 //! - The kubelet's atomic writer is handled exactly: it writes a new `..<timestamp>` directory,
 //!   points a `..data_tmp` link at it and renames that over `..data`, so every `*.wasm` link
 //!   (`a.wasm -> ..data/a.wasm`) changes target at once. The rename is a change of the watched
@@ -26,6 +28,7 @@ use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use super::{SourceError, Update, read_directory};
 
@@ -33,6 +36,14 @@ use super::{SourceError, Update, read_directory};
 /// rename) and a local copy of a plugin of a few hundred KB finish well within this; it adds
 /// at most this much to a reload, and a burst of changes is read once.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// How long a directory must be quiet before it is read early, as a hint (see
+/// [`Update::early`]): the writes of a local copy and a rename into place come closer together
+/// than this, so the early read usually sees the whole new file.
+pub const HINT_QUIET: Duration = Duration::from_millis(5);
+
+/// Early reads per burst at most: a slow copy pausing often is not read over and over.
+const MAX_HINTS: u32 = 4;
 
 /// Watches `dir` and sends its content as source number `source` until shutdown. When the
 /// watch cannot be set up (the directory is missing or cannot be watched) the error is sent
@@ -67,21 +78,56 @@ pub async fn watch(
     }
     loop {
         let components = read_directory(&dir).await;
-        if updates.send(Update { source, components }).await.is_err() {
+        let settled = Update {
+            source,
+            components,
+            early: false,
+        };
+        if updates.send(settled).await.is_err() {
             return;
         }
         tokio::select! {
             change = changes.recv() => if change.is_none() { return },
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
-        // Debounce: wait until no change has come for `debounce`.
+        // Debounce: wait until no change has come for `debounce`. Meanwhile, once the
+        // directory has been quiet for `HINT_QUIET`, read it early so that new versions can be
+        // compiled while the burst settles (a file renamed into place is whole by then).
+        let mut quiet_since = Instant::now();
+        let (mut hinted, mut hints) = (false, 0);
         loop {
-            tokio::select! {
-                change = changes.recv() => if change.is_none() { return },
-                () = tokio::time::sleep(debounce) => break,
+            let wake = if hinted || hints == MAX_HINTS {
+                quiet_since + debounce
+            } else {
+                quiet_since + HINT_QUIET.min(debounce)
+            };
+            let quiet = tokio::select! {
+                change = changes.recv() => if change.is_none() { return } else { false },
+                () = tokio::time::sleep_until(wake) => true,
                 _ = shutdown.wait_for(|stop| *stop) => return,
+            };
+            if !quiet {
+                quiet_since = Instant::now();
+                hinted = false;
+            } else if hinted || hints == MAX_HINTS {
+                break;
+            } else {
+                hint(source, &dir, &updates).await;
+                (hinted, hints) = (true, hints + 1);
             }
         }
+    }
+}
+
+/// Sends the directory as it is now as an early update. Only a hint: it is dropped rather
+/// than waited for when the registry is busy, and a read error is left to the settled read.
+async fn hint(source: usize, dir: &std::path::Path, updates: &mpsc::Sender<Update>) {
+    if let Ok(components) = read_directory(dir).await {
+        let _ = updates.try_send(Update {
+            source,
+            components: Ok(components),
+            early: true,
+        });
     }
 }
 
@@ -103,6 +149,7 @@ async fn fail(source: usize, error: SourceError, updates: &mpsc::Sender<Update>)
         .send(Update {
             source,
             components: Err(error),
+            early: false,
         })
         .await;
 }
@@ -177,14 +224,27 @@ mod tests {
             .await
             .expect("an update within 10 s")
             .expect("the watch is running");
+        assert!(!update.early, "the first update is the settled content");
         update.components.expect("the directory is readable")
     }
 
-    /// Every update that arrives until the directory has been quiet for a while.
+    /// Every settled update that arrives until the directory has been quiet for a while (the
+    /// early hints are checked apart).
     async fn settle(rx: &mut mpsc::Receiver<Update>) -> Vec<Vec<Component>> {
+        settle_all(rx)
+            .await
+            .into_iter()
+            .filter(|(early, _)| !early)
+            .map(|(_, components)| components)
+            .collect()
+    }
+
+    /// Every update, early or settled, until the directory has been quiet for a while.
+    async fn settle_all(rx: &mut mpsc::Receiver<Update>) -> Vec<(bool, Vec<Component>)> {
         let mut seen = Vec::new();
         while let Ok(Some(update)) = tokio::time::timeout(QUIET * 4, rx.recv()).await {
-            seen.push(update.components.expect("the directory is readable"));
+            let components = update.components.expect("the directory is readable");
+            seen.push((update.early, components));
         }
         seen
     }
@@ -285,6 +345,29 @@ mod tests {
         let seen = settle(&mut rx).await;
         assert_eq!(seen.len(), 1, "one read, after the copy");
         assert_eq!(seen[0][0].bytes, whole);
+    }
+
+    #[tokio::test]
+    async fn a_file_renamed_into_place_is_hinted_before_the_debounce_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut rx, _stop) = start(dir.path());
+        assert!(next(&mut rx).await.is_empty());
+        std::fs::write(dir.path().join(".a.wasm.tmp"), b"whole").expect("write");
+        std::fs::rename(dir.path().join(".a.wasm.tmp"), dir.path().join("a.wasm")).expect("rename");
+        let seen = settle_all(&mut rx).await;
+        let first_settled = seen.iter().position(|(early, _)| !early);
+        let hinted = seen.iter().position(|(early, c)| {
+            *early && contents(c).contains(&("a.wasm".into(), b"whole".to_vec()))
+        });
+        assert!(
+            hinted.is_some_and(|h| first_settled.is_some_and(|s| h < s)),
+            "an early hint with the new file comes before the settled update: {:?}",
+            seen.iter()
+                .map(|(early, c)| (*early, contents(c)))
+                .collect::<Vec<_>>()
+        );
+        let (_, last) = seen.last().expect("seen");
+        assert_eq!(contents(last), [("a.wasm".into(), b"whole".to_vec())]);
     }
 
     #[tokio::test]
