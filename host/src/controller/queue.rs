@@ -130,7 +130,10 @@ mod tests {
         m.event_to_reconcile("p", Duration::from_micros(700));
         let text = m.render();
         assert_eq!(
-            sample(&text, r#"wasmop_event_to_reconcile_seconds_bucket{name="p",le="0.0008"}"#),
+            sample(
+                &text,
+                r#"wasmop_event_to_reconcile_seconds_bucket{name="p",le="0.0008"}"#
+            ),
             "1"
         );
     }
