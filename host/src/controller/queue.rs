@@ -132,7 +132,7 @@ mod tests {
         assert_eq!(
             sample(
                 &text,
-                r#"wasmop_event_to_reconcile_seconds_bucket{name="p",le="0.0008"}"#
+                r#"wasmop_event_to_reconcile_seconds_bucket{le="0.0008",name="p"}"#
             ),
             "1"
         );
