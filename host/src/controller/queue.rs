@@ -62,12 +62,15 @@ impl Queue {
         }
     }
 
-    /// A reconcile of this object starts: it leaves the queue.
-    pub fn started(&self, namespace: Option<&str>, name: &str) {
+    /// A reconcile of this object starts: it leaves the queue. Returns when its watch event
+    /// was received, if a watch event queued it (not a requeue the scheduler made).
+    pub fn started(&self, namespace: Option<&str>, name: &str) -> Option<Instant> {
         let key = (namespace.map(str::to_owned), name.to_owned());
-        if let Some(since) = self.with(|w| w.remove(&key)) {
+        let since = self.with(|w| w.remove(&key));
+        if let Some(since) = since {
             self.metrics.queued_for(&self.plugin, since.elapsed());
         }
+        since
     }
 
     /// The scheduler dropped this object's trigger (the object is not in the cache).
@@ -112,6 +115,26 @@ mod tests {
         assert_eq!(
             sample(&text, r#"workqueue_queue_duration_seconds_sum{name="p"}"#),
             "0.3"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn started_gives_when_the_watch_event_came_and_none_for_a_requeue() {
+        let m = Metrics::new();
+        let q = Queue::new("p", m.clone());
+        let before = Instant::now();
+        q.added(Some("ns"), "a");
+        tokio::time::advance(Duration::from_micros(700)).await;
+        assert_eq!(q.started(Some("ns"), "a"), Some(before));
+        assert_eq!(q.started(Some("ns"), "requeued"), None);
+        m.event_to_reconcile("p", Duration::from_micros(700));
+        let text = m.render();
+        assert_eq!(
+            sample(
+                &text,
+                r#"wasmop_event_to_reconcile_seconds_bucket{le="0.0008",name="p"}"#
+            ),
+            "1"
         );
     }
 

@@ -53,7 +53,7 @@ pub async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<PluginCtx>,
 ) -> Result<Action, ReconcileError> {
-    ctx.queue.started(
+    let event_at = ctx.queue.started(
         obj.metadata.namespace.as_deref(),
         obj.metadata.name.as_deref().unwrap_or(""),
     );
@@ -71,7 +71,7 @@ pub async fn reconcile(
         plugin.digest = %plugin.digest().short(),
     );
     let started = std::time::Instant::now();
-    let result = run(obj, target, ctx.clone(), plugin.clone())
+    let result = run(obj, target, ctx.clone(), plugin.clone(), event_at)
         .instrument(span)
         .await;
     if let Err(error) = &result {
@@ -89,6 +89,7 @@ async fn run(
     target: ObjectRef,
     ctx: Arc<PluginCtx>,
     plugin: Plugin,
+    event_at: Option<tokio::time::Instant>,
 ) -> Result<Action, ReconcileError> {
     // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
     // whole call so the host-wide bound covers host calls too.
@@ -97,6 +98,12 @@ async fn run(
     let _active = ctx.shared.metrics.active(plugin.info().name.as_str());
     let started = std::time::Instant::now();
     let info = plugin.info();
+    if let Some(at) = event_at {
+        // Watch event received → the plugin is about to be called, permits held.
+        ctx.shared
+            .metrics
+            .event_to_reconcile(info.name.as_str(), at.elapsed());
+    }
     let deleting = obj.metadata.deletion_timestamp.is_some();
     let has_finalizer =
         |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
