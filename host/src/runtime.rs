@@ -114,8 +114,11 @@ pub struct RuntimeConfig {
     /// A fixed wall-clock time plugins see, for reproducible offline runs (conditions carry
     /// `lastTransitionTime`); `None` gives them the real time.
     pub fixed_clock: Option<std::time::SystemTime>,
-    /// How often the epoch advances. 10 ms: the granularity of deadlines and of yielding a
-    /// busy guest back to tokio, at a negligible cost of one atomic increment per tick.
+    /// How often the epoch advances while calls run. 1 ms: how long a busy guest computes before
+    /// it yields its worker thread to other tasks (other plugins' calls, the host's own API
+    /// traffic), so a plugin spinning at its deadline delays the others by at most about a
+    /// tick per turn; also the granularity of deadlines. A tick costs one atomic increment,
+    /// and the ticker sleeps while no call runs.
     pub epoch_tick: Duration,
     /// Whether the engine meters fuel, so that plugins may have fuel budgets. Also on when the
     /// default `limits` have a budget. Metering costs every call a little (a counter update
@@ -133,7 +136,7 @@ impl Default for RuntimeConfig {
             precompiled_dir: None,
             allocator: AllocatorChoice::Auto,
             fixed_clock: None,
-            epoch_tick: Duration::from_millis(10),
+            epoch_tick: Duration::from_millis(1),
             consume_fuel: false,
         }
     }
@@ -227,7 +230,7 @@ struct RuntimeInner {
     /// Compilations started by [`Runtime::compile_ahead`].
     ahead: ahead::Ahead,
     config: RuntimeConfig,
-    _ticker: engine::EpochTicker,
+    ticker: engine::EpochTicker,
 }
 
 /// The plugin runtime. Cheap to clone; share one per process.
@@ -257,7 +260,7 @@ impl Runtime {
                 cache,
                 ahead: ahead::Ahead::default(),
                 config,
-                _ticker: ticker,
+                ticker,
             }),
         })
     }

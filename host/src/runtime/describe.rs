@@ -64,6 +64,8 @@ pub async fn describe(
         None,
     );
     let metered = runtime.inner.config.fuel_enabled();
+    // Epochs advance (deadline, yields) while `describe` may run guest code.
+    let _ticking = runtime.inner.ticker.ticking();
     let mut store = new_store(&runtime.inner.engine, state, metered, limits.fuel).map_err(|e| {
         LoadError::Describe(Outcome::Trap {
             message: format!("{e:#}"),

@@ -108,6 +108,8 @@ async fn run(
     let Ok(_slot) = plugin.runtime.slots.acquire().await else {
         unreachable!("the instance-slot semaphore is never closed");
     };
+    // Epochs advance (deadline, yields) while this call may run guest code.
+    let _ticking = plugin.runtime.ticker.ticking();
     let state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
     let metered = plugin.runtime.config.fuel_enabled();
     let mut store = match new_store(&plugin.runtime.engine, state, metered, limits.fuel) {

@@ -3,8 +3,8 @@
 //! with small reservations when it cannot.
 
 use std::num::NonZeroUsize;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use wasmtime::{
@@ -184,30 +184,143 @@ pub fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineEr
 }
 
 /// Advances the engine's epoch every tick on a plain thread (it only sleeps and increments
-/// an atomic, so it needs no async runtime). Stops when dropped.
+/// an atomic, so it needs no async runtime) while any call is running, and sleeps without
+/// waking while none is: an idle host does not wake up a thousand times a second. Stops when
+/// dropped.
 pub struct EpochTicker {
-    stop: Arc<AtomicBool>,
+    shared: Arc<TickerShared>,
+}
+
+struct TickerShared {
+    /// Calls running now (each holds a [`Ticking`]).
+    running: Mutex<usize>,
+    /// Wakes the parked ticker when the first call starts, or when the ticker stops.
+    wake: Condvar,
+    stop: AtomicBool,
 }
 
 impl EpochTicker {
-    /// Starts ticking.
+    /// Starts the ticker thread; it ticks only while some call holds a [`Ticking`].
     pub fn start(engine: Engine, tick: Duration) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        Self::start_with(tick, move || engine.increment_epoch())
+    }
+
+    /// The ticker, calling `on_tick` for each tick.
+    fn start_with(tick: Duration, on_tick: impl Fn() + Send + 'static) -> std::io::Result<Self> {
+        let shared = Arc::new(TickerShared {
+            running: Mutex::new(0),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let ticker = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("wasmop-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                loop {
+                    {
+                        let mut running = ticker.running.lock().unwrap_or_else(|e| e.into_inner());
+                        while *running == 0 && !ticker.stop.load(Ordering::Relaxed) {
+                            running = ticker.wake.wait(running).unwrap_or_else(|e| e.into_inner());
+                        }
+                    }
+                    if ticker.stop.load(Ordering::Relaxed) {
+                        break;
+                    }
                     std::thread::sleep(tick);
-                    engine.increment_epoch();
+                    on_tick();
                 }
             })?;
-        Ok(Self { stop })
+        Ok(Self { shared })
+    }
+
+    /// Keeps the epoch advancing until the returned guard is dropped: hold one for as long as
+    /// guest code of a call may run, or its deadline and its yields would never come.
+    pub fn ticking(&self) -> Ticking {
+        let mut running = self
+            .shared
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *running += 1;
+        if *running == 1 {
+            self.shared.wake.notify_one();
+        }
+        Ticking {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// A running call's hold on the epoch ticker (see [`EpochTicker::ticking`]).
+pub struct Ticking {
+    shared: Arc<TickerShared>,
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        let mut running = self
+            .shared
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *running -= 1;
     }
 }
 
 impl Drop for EpochTicker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let _running = self
+            .shared
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.shared.wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    fn counting() -> (EpochTicker, Arc<AtomicUsize>) {
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&ticks);
+        let ticker = EpochTicker::start_with(Duration::from_millis(1), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("ticker thread");
+        (ticker, ticks)
+    }
+
+    #[test]
+    fn the_ticker_ticks_only_while_a_call_holds_it() {
+        let (ticker, ticks) = counting();
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(ticks.load(Ordering::SeqCst), 0, "no call ran: no tick");
+
+        let first = ticker.ticking();
+        let second = ticker.ticking();
+        while ticks.load(Ordering::SeqCst) < 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(first);
+        let seen = ticks.load(Ordering::SeqCst);
+        while ticks.load(Ordering::SeqCst) < seen + 3 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(second);
+        // At most the tick already under way after the last call ended, then none.
+        std::thread::sleep(Duration::from_millis(10));
+        let parked = ticks.load(Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(ticks.load(Ordering::SeqCst), parked, "idle again: no tick");
+
+        let _again = ticker.ticking();
+        while ticks.load(Ordering::SeqCst) == parked {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
