@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use kube::Client;
-use kube::api::{Api, DynamicObject, TypeMeta};
+use kube::api::{Api, DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -188,15 +188,30 @@ impl SharedWatch {
 
 /// Drops what no consumer needs and makes the object self-describing.
 pub fn trim(obj: &mut DynamicObject, types: &TypeMeta) {
-    obj.metadata.managed_fields = None;
-    if let Some(annotations) = obj.metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-        if annotations.is_empty() {
-            obj.metadata.annotations = None;
-        }
-    }
+    trim_metadata(&mut obj.metadata);
     if obj.types.is_none() {
         obj.types = Some(types.clone());
+    }
+}
+
+/// Whether `meta` carries what [`trim_metadata`] drops.
+pub fn untrimmed(meta: &ObjectMeta) -> bool {
+    meta.managed_fields.is_some()
+        || meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(LAST_APPLIED))
+}
+
+/// Drops what no plugin reads and what costs the most bytes: `managedFields` and the
+/// last-applied annotation (and the annotations map, when that was all it held).
+pub fn trim_metadata(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
     }
 }
 

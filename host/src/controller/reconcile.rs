@@ -179,22 +179,10 @@ async fn run(
 /// is. Cached objects are trimmed already (`watches::trim`); one the API server just returned
 /// (after adding the finalizer) is trimmed here the same way.
 fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
-    let last_applied = |o: &DynamicObject| {
-        o.metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(crate::watches::LAST_APPLIED))
-    };
     let trimmed;
-    let obj = if obj.metadata.managed_fields.is_some() || last_applied(obj) {
+    let obj = if crate::watches::untrimmed(&obj.metadata) {
         let mut copy = obj.clone();
-        copy.metadata.managed_fields = None;
-        if let Some(annotations) = copy.metadata.annotations.as_mut() {
-            annotations.remove(crate::watches::LAST_APPLIED);
-            if annotations.is_empty() {
-                copy.metadata.annotations = None;
-            }
-        }
+        crate::watches::trim_metadata(&mut copy.metadata);
         trimmed = copy;
         &trimmed
     } else {
