@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::bindings::wasmop::plugin::{config, events, kube, types};
 use crate::error::Error;
 use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode, from_json, json_text};
+use crate::stored::Stored;
 
 /// A patch body, by patch type. Build the body with [`serde_json::json!`].
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +93,7 @@ impl Event {
 ///
 /// Namespaces are `Option<&str>`: `Some` for namespaced kinds, `None` for cluster-scoped
 /// ones; the SDK checks this before calling the host. Every write returns the object as the
-/// API server stored it. Errors are [`Error`]s; `?` in `reconcile` turns them into a
+/// API server stored it, as a [`Stored`] that is decoded only if the plugin asks. Errors are [`Error`]s; `?` in `reconcile` turns them into a
 /// retryable or permanent [`ReconcileError`](crate::ReconcileError) as
 /// [`Error::is_retryable`] says.
 ///
@@ -172,21 +173,21 @@ impl Context {
 
     /// Creates `object`; fails with [`KubeError::Conflict`](crate::KubeError::Conflict) if
     /// it exists.
-    pub fn create<T: Object>(&self, object: &T) -> Result<T, Error> {
+    pub fn create<T: Object>(&self, object: &T) -> Result<Stored<T>, Error> {
         let target = ObjectRef::of(object)?;
         let stored = kube::create(&encode(object)?)
             .map_err(|e| kube_error("create", target.to_string(), e))?;
-        decode(&stored, "create")
+        Ok(Stored::new(stored, "create"))
     }
 
     /// Server-side applies `object` with the field manager `wasmop/<plugin>` (forced, as
     /// controllers do). Set only the fields the plugin manages: what it sets, it owns; what
     /// it leaves out, it leaves to others.
-    pub fn apply<T: Object>(&self, object: &T) -> Result<T, Error> {
+    pub fn apply<T: Object>(&self, object: &T) -> Result<Stored<T>, Error> {
         let target = ObjectRef::of(object)?;
         let stored = kube::apply(&encode(object)?)
             .map_err(|e| kube_error("apply", target.to_string(), e))?;
-        decode(&stored, "apply")
+        Ok(Stored::new(stored, "apply"))
     }
 
     /// Patches the `T` named `name`.
@@ -195,11 +196,11 @@ impl Context {
         namespace: Option<&str>,
         name: &str,
         patch: &Patch,
-    ) -> Result<T, Error> {
+    ) -> Result<Stored<T>, Error> {
         let target = ObjectRef::new::<T>(namespace, name)?;
         let stored = kube::patch(&target.clone().into(), &patch.into())
             .map_err(|e| kube_error("patch", target.to_string(), e))?;
-        decode(&stored, "patch")
+        Ok(Stored::new(stored, "patch"))
     }
 
     /// Patches the status subresource of the `T` named `name`.
@@ -208,11 +209,11 @@ impl Context {
         namespace: Option<&str>,
         name: &str,
         patch: &Patch,
-    ) -> Result<T, Error> {
+    ) -> Result<Stored<T>, Error> {
         let target = ObjectRef::new::<T>(namespace, name)?;
         let stored = kube::patch_status(&target.clone().into(), &patch.into())
             .map_err(|e| kube_error("patch-status", target.to_string(), e))?;
-        decode(&stored, "patch-status")
+        Ok(Stored::new(stored, "patch-status"))
     }
 
     /// Sets `object`'s status to `status` with a merge patch of the status subresource
@@ -221,7 +222,7 @@ impl Context {
         &self,
         object: &T,
         status: &S,
-    ) -> Result<T, Error> {
+    ) -> Result<Stored<T>, Error> {
         let status = serde_json::to_value(status).map_err(|source| Error::Encode {
             kind: T::KIND,
             source,

@@ -59,6 +59,7 @@ mod memcmp;
 mod object;
 mod owner;
 mod reconciler;
+mod stored;
 
 pub use conditions::{ConditionStatus, condition, find_condition, set_condition};
 pub use context::{Context, Event, EventType, Patch};
@@ -67,6 +68,7 @@ pub use info::{Info, Mapping, Permission, Verb};
 pub use object::{Gvk, Object, ObjectRef, Scope};
 pub use owner::{owned_meta, owner_reference};
 pub use reconciler::{Action, Reconciler};
+pub use stored::Stored;
 
 /// The Kubernetes types (the version the host is built with), re-exported so plugins use the
 /// same crate version as the SDK.

@@ -181,8 +181,8 @@ async fn native_reconcile(
     let mut object = serde_json::to_value(&config_map).map_err(invalid)?;
     object["apiVersion"] = json!("v1");
     object["kind"] = json!("ConfigMap");
-    let stored = cluster.apply(object, plugin).await?;
-    let _: ConfigMap = serde_json::from_value(stored).map_err(invalid)?;
+    // Like the SDK, which hands back what a write stored undecoded: the plugin never reads it.
+    cluster.apply(object, plugin).await?;
 
     let old = db.status.clone().unwrap_or_default();
     let mut status = DatabaseStatus {
@@ -200,8 +200,7 @@ async fn native_reconcile(
     if status != old {
         let patch =
             Patch::Merge(json!({ "status": serde_json::to_value(&status).map_err(invalid)? }));
-        let stored = cluster.patch_status(&request.target, patch, plugin).await?;
-        let _: Database = serde_json::from_value(stored).map_err(invalid)?;
+        cluster.patch_status(&request.target, patch, plugin).await?;
         let event = Event {
             regarding: request.target.clone(),
             event_type: EventType::Normal,

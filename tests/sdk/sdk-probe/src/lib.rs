@@ -29,7 +29,7 @@ impl Reconciler for Probe {
             // recognise and handle.
             "create-then-conflict" => {
                 let secret = owned_secret(&cm)?;
-                let stored = ctx.create(&secret)?;
+                let stored = ctx.create(&secret)?.into_object()?;
                 let second = ctx.create(&secret).expect_err("the secret exists now");
                 let note = format!(
                     "stored {} has a uid: {}; second create is a conflict: {}",
@@ -53,11 +53,13 @@ impl Reconciler for Probe {
                     name,
                     &Patch::Json(json!([{"op": "add", "path": "/data/json", "value": "added"}])),
                 )?;
-                let patched: ConfigMap = ctx.patch(
-                    namespace,
-                    name,
-                    &Patch::Strategic(json!({"data": {"strategic": "added"}})),
-                )?;
+                let patched: ConfigMap = ctx
+                    .patch(
+                        namespace,
+                        name,
+                        &Patch::Strategic(json!({"data": {"strategic": "added"}})),
+                    )?
+                    .into_object()?;
                 let keys = patched
                     .data
                     .unwrap_or_default()
