@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
+use kube::{Client, Resource};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef as StoreRef;
 use serde_json::Value;
@@ -27,7 +27,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef};
 use crate::events::{EventSink, Record};
 use crate::plugin::PluginName;
-use crate::watches::Watches;
+use crate::watches::{CachedObject, CachedObjectError, Watches};
 
 /// The API server, as one plugin's host calls reach it. Cheap to clone.
 #[derive(Clone)]
@@ -78,14 +78,15 @@ impl KubeCluster {
         if let Some(store) = self.watches.cache_for(&resolved.resource, namespace) {
             let mut out = Vec::new();
             for obj in store.state() {
-                if namespace.is_some() && obj.metadata.namespace.as_deref() != namespace {
+                if namespace.is_some() && obj.meta().namespace.as_deref() != namespace {
                     continue;
                 }
-                let labels = obj.metadata.labels.clone().unwrap_or_default();
-                if parsed.as_ref().is_some_and(|s| !s.matches(&labels)) {
+                if let Some(s) = &parsed
+                    && !s.matches(&obj.labels().map_err(cache_error)?)
+                {
                     continue;
                 }
-                out.push(to_value((*obj).clone())?);
+                out.push(cached_value(&obj)?);
             }
             return Ok(out);
         }
@@ -156,7 +157,7 @@ impl KubeCluster {
             .cache_for(&kind.resource, target.namespace.as_deref())
         {
             let key = store_ref(&kind, target);
-            return store.get(&key).and_then(|o| o.metadata.uid.clone());
+            return store.get(&key).and_then(|o| o.meta().uid.clone());
         }
         let api = self.api(&kind, target.namespace.as_deref()).ok()?;
         api.get_opt(&target.name)
@@ -166,8 +167,8 @@ impl KubeCluster {
     }
 }
 
-fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<DynamicObject> {
-    let r = StoreRef::new_with(&target.name, kind.resource.clone());
+fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<CachedObject> {
+    let r = StoreRef::new_with(&target.name, Arc::new(kind.resource.clone()));
     match &target.namespace {
         Some(ns) => r.within(ns),
         None => r,
@@ -177,6 +178,15 @@ fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<DynamicObject> {
 fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
     serde_json::to_value(obj)
         .map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
+}
+
+fn cached_value(obj: &CachedObject) -> Result<Value, ClusterError> {
+    obj.to_value().map_err(cache_error)
+}
+
+/// A cached object's text that does not decode is a host bug; the plugin gets `other`.
+fn cache_error(e: CachedObjectError) -> ClusterError {
+    ClusterError::Other(crate::controller::chain(&e))
 }
 
 fn to_object(value: Value) -> Result<DynamicObject, ClusterError> {
@@ -210,7 +220,7 @@ impl Cluster for KubeCluster {
             .cache_for(&kind.resource, target.namespace.as_deref())
         {
             return match store.get(&store_ref(&kind, target)) {
-                Some(obj) => to_value((*obj).clone()),
+                Some(obj) => cached_value(&obj),
                 None => Err(ClusterError::NotFound(format!("{target} does not exist"))),
             };
         }
