@@ -41,10 +41,10 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
 use kube::api::{Api, DynamicObject};
-use kube::{Client, Resource};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::watcher;
+use kube::{Client, Resource};
 use tokio::sync::{Semaphore, watch};
 
 use self::backoff::Backoffs;

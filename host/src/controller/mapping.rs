@@ -60,12 +60,7 @@ impl Primary {
         let ns = watched.meta().namespace.as_deref();
         let one = |name: &str| vec![self.reference(name, ns)];
         match mapping {
-            Mapping::SameName => watched
-                .meta()
-                .name
-                .as_deref()
-                .map(one)
-                .unwrap_or_default(),
+            Mapping::SameName => watched.meta().name.as_deref().map(one).unwrap_or_default(),
             Mapping::Label(label) => match watched.labels() {
                 Ok(labels) => labels.get(label).map(|name| one(name)).unwrap_or_default(),
                 Err(error) => {
@@ -92,16 +87,14 @@ impl Primary {
                 .filter(|p| p.meta().namespace.as_deref() == ns)
                 .filter_map(|p| Some(self.reference(p.meta().name.as_deref()?, ns)))
                 .collect(),
-            Mapping::All => {
-                primaries
-                    .state()
-                    .iter()
-                    .filter_map(|p| {
-                        let p = p.meta();
-                        Some(self.reference(p.name.as_deref()?, p.namespace.as_deref()))
-                    })
-                    .collect()
-            }
+            Mapping::All => primaries
+                .state()
+                .iter()
+                .filter_map(|p| {
+                    let p = p.meta();
+                    Some(self.reference(p.name.as_deref()?, p.namespace.as_deref()))
+                })
+                .collect(),
         }
     }
 }

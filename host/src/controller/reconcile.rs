@@ -138,12 +138,11 @@ async fn run(
                     api_version: ctx.primary.resource.api_version.clone(),
                     kind: ctx.primary.resource.kind.clone(),
                 };
-                let added = CachedObject::new(added, &types).map_err(|source| {
-                    ReconcileError::Encode {
+                let added =
+                    CachedObject::new(added, &types).map_err(|source| ReconcileError::Encode {
                         target: Box::new(target.clone()),
                         source,
-                    }
-                })?;
+                    })?;
                 Arc::new(added)
             };
             let request = request(&target, &current);

@@ -102,12 +102,12 @@ impl CachedObject {
                     source,
                 })
                 .and_then(|()| {
-                    std::str::from_utf8(buf)
-                        .map(Box::<str>::from)
-                        .map_err(|e| CachedObjectError::Encode {
+                    std::str::from_utf8(buf).map(Box::<str>::from).map_err(|e| {
+                        CachedObjectError::Encode {
                             name: display_name(&obj.metadata),
                             source: serde::ser::Error::custom(e),
-                        })
+                        }
+                    })
                 });
             if buf.capacity() > SCRATCH_KEEP {
                 *buf = Vec::new();
@@ -148,7 +148,10 @@ impl CachedObject {
 
     /// The object's annotations (empty when it has none), read from the text.
     pub fn annotations(&self) -> Result<BTreeMap<String, String>, CachedObjectError> {
-        Ok(self.metadata::<Annotations>()?.annotations.unwrap_or_default())
+        Ok(self
+            .metadata::<Annotations>()?
+            .annotations
+            .unwrap_or_default())
     }
 
     /// The object's owner references (empty when it has none), read from the text.
@@ -312,7 +315,10 @@ mod tests {
         assert_eq!(value["kind"], "ConfigMap");
         assert!(value["metadata"].get("managedFields").is_none());
         assert_eq!(value["metadata"]["annotations"], json!({"keep": "me"}));
-        assert_eq!(value["metadata"]["creationTimestamp"], "2026-11-29T23:00:00Z");
+        assert_eq!(
+            value["metadata"]["creationTimestamp"],
+            "2026-11-29T23:00:00Z"
+        );
         assert_eq!(value["data"]["url"], "postgres://x:5432");
     }
 
@@ -339,7 +345,10 @@ mod tests {
         );
         let owners = cached.owner_references().expect("owners");
         assert_eq!(owners.len(), 1);
-        assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("Database", "db"));
+        assert_eq!(
+            (owners[0].kind.as_str(), owners[0].name.as_str()),
+            ("Database", "db")
+        );
     }
 
     #[test]
@@ -366,7 +375,9 @@ mod tests {
     #[test]
     fn store_keys_name_the_kind_and_object() {
         let kind: Kind = Arc::new(ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "", "v1", "ConfigMap",
+            "",
+            "v1",
+            "ConfigMap",
         )));
         let cached = CachedObject::new(server_object(), &types()).expect("cached");
         let key = kube::runtime::reflector::Lookup::to_object_ref(&cached, kind.clone());
@@ -374,7 +385,10 @@ mod tests {
             key,
             kube::runtime::reflector::ObjectRef::new_with("a", kind).within("ns")
         );
-        assert_eq!(CachedObject::url_path(&key.dyntype, Some("ns")), "/api/v1/namespaces/ns/configmaps");
+        assert_eq!(
+            CachedObject::url_path(&key.dyntype, Some("ns")),
+            "/api/v1/namespaces/ns/configmaps"
+        );
     }
 
     #[test]
