@@ -40,11 +40,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
-use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::watcher;
+use kube::{Client, Resource};
 use tokio::sync::{Semaphore, watch};
 
 use self::backoff::Backoffs;
@@ -60,7 +60,7 @@ use crate::metrics::{Metrics, PluginState};
 use crate::orphans::{Entry, Orphans};
 use crate::runtime::Plugin;
 use crate::status::{State, Status};
-use crate::watches::{Change, WatchKey, Watches};
+use crate::watches::{CachedObject, Change, WatchKey, Watches};
 
 /// The first wait before discovery is retried for a missing kind.
 const DISCOVERY_RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -124,10 +124,10 @@ impl PluginCtx {
 
     /// Whether `obj` is one the plugin may see: inside its namespaces and matching its
     /// primary selector. (Mappings from other kinds can name objects outside them.)
-    fn in_scope(&self, obj: &DynamicObject) -> bool {
+    fn in_scope(&self, obj: &CachedObject) -> bool {
         if let (Some(allowed), true) = (&self.namespaces, self.primary.namespaced)
             && !obj
-                .metadata
+                .meta()
                 .namespace
                 .as_ref()
                 .is_some_and(|ns| allowed.contains(ns))
@@ -135,7 +135,7 @@ impl PluginCtx {
             return false;
         }
         match &self.selector {
-            Some(s) => s.matches(&obj.metadata.labels.clone().unwrap_or_default()),
+            Some(s) => selected(s, obj),
             None => true,
         }
     }
@@ -143,29 +143,29 @@ impl PluginCtx {
     /// Reports the objects a trigger names as queued, and passes them on.
     fn queued(
         &self,
-        refs: Vec<kube::runtime::reflector::ObjectRef<DynamicObject>>,
-    ) -> Vec<kube::runtime::reflector::ObjectRef<DynamicObject>> {
+        refs: Vec<kube::runtime::reflector::ObjectRef<CachedObject>>,
+    ) -> Vec<kube::runtime::reflector::ObjectRef<CachedObject>> {
         for r in &refs {
             self.queue.added(r.namespace.as_deref(), &r.name);
         }
         refs
     }
 
-    fn target_of(&self, obj: &DynamicObject) -> ObjectRef {
+    fn target_of(&self, obj: &CachedObject) -> ObjectRef {
         let r = &self.primary.resource;
         ObjectRef::new(
             GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
-            obj.metadata.namespace.clone(),
-            obj.metadata.name.clone().unwrap_or_default(),
+            obj.meta().namespace.clone(),
+            obj.meta().name.clone().unwrap_or_default(),
         )
     }
 
     fn primary_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
         match namespace {
             Some(ns) => {
-                Api::namespaced_with(self.shared.client.clone(), ns, &self.primary.resource)
+                Api::namespaced_with(self.shared.client.clone(), ns, &*self.primary.resource)
             }
-            None => Api::all_with(self.shared.client.clone(), &self.primary.resource),
+            None => Api::all_with(self.shared.client.clone(), &*self.primary.resource),
         }
     }
 }
@@ -281,7 +281,7 @@ pub async fn run(
         return Ok(());
     };
     let primary = Primary {
-        resource: kinds.primary.resource.clone(),
+        resource: Arc::new(kinds.primary.resource.clone()),
         namespaced: kinds.primary.namespaced,
     };
     let scopes: Vec<Option<String>> = match &settings.namespaces {
@@ -349,24 +349,24 @@ pub async fn run(
         let primary_stream = primary_watch.subscribe().filter_map(move |change| {
             let admit = match &change {
                 Change::Deleted(obj) => {
-                    gen_filter.forget(obj);
+                    gen_filter.forget(obj.meta());
                     false
                 }
-                Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(obj)),
+                Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(obj.meta())),
             };
             if admit {
-                let obj = change.object();
-                scoped.queue.added(obj.metadata.namespace.as_deref(), obj.metadata.name.as_deref().unwrap_or(""));
+                let obj = change.object().meta();
+                scoped.queue.added(obj.namespace.as_deref(), obj.name.as_deref().unwrap_or(""));
             }
-            let out = admit.then(|| Ok::<_, watcher::Error>((**change.object()).clone()));
+            let out = admit.then(|| Ok::<_, watcher::Error>(change.object().clone()));
             future::ready(out)
         });
-        let mut controller = Controller::for_stream_with(primary_stream, store.clone(), primary.resource.clone())
+        let mut controller = Controller::for_stream_with(primary_stream, store.clone(), primary_watch.kind().clone())
             .with_config(ControllerConfig::default().concurrency(settings.concurrency));
         for owned in &kinds.owned {
             let (p, q) = (primary.clone(), ctx.clone());
             let stream = merged(&shared, owned, kinds_scope(owned), None);
-            controller = controller.watches_stream_with(stream, move |child: DynamicObject| q.queued(p.owners_of(&child)), owned.resource.clone());
+            controller = controller.watches_stream_with(stream, move |child: CachedObject| q.queued(p.owners_of(&child)), Arc::new(owned.resource.clone()));
         }
         for (kind, selector, mapping) in &kinds.watched {
             let (p, q) = (primary.clone(), ctx.clone());
@@ -375,8 +375,8 @@ pub async fn run(
             let stream = merged(&shared, kind, kinds_scope(kind), selector.clone());
             controller = controller.watches_stream_with(
                 stream,
-                move |other: DynamicObject| q.queued(p.mapped(&mapping, &other, &primaries)),
-                kind.resource.clone(),
+                move |other: CachedObject| q.queued(p.mapped(&mapping, &other, &primaries)),
+                Arc::new(kind.resource.clone()),
             );
         }
         if let Some(period) = shared.resync {
@@ -466,6 +466,19 @@ pub async fn run(
     Ok(())
 }
 
+/// Whether `obj`'s labels match `selector`. The labels are read from the object's cached
+/// text, which the host wrote itself; should that ever fail, the failure is logged and the
+/// object left out.
+fn selected(selector: &LabelSelector, obj: &CachedObject) -> bool {
+    match obj.labels() {
+        Ok(labels) => selector.matches(&labels),
+        Err(error) => {
+            tracing::error!(error = %chain(&error), "cannot read a cached object's labels");
+            false
+        }
+    }
+}
+
 /// The finalizer record entry of a plugin that declares a finalizer.
 pub fn finalizer_entry(
     info: &crate::plugin::PluginInfo,
@@ -485,7 +498,7 @@ fn merged(
     kind: &Resolved,
     scopes: Vec<Option<String>>,
     selector: Option<LabelSelector>,
-) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<CachedObject, watcher::Error>> + Send + 'static {
     let streams = scopes.into_iter().map(|ns| {
         shared
             .watches
@@ -498,9 +511,7 @@ fn merged(
     });
     futures::stream::select_all(streams).filter_map(move |change| {
         let obj = change.object();
-        let keep = selector
-            .as_ref()
-            .is_none_or(|s| s.matches(&obj.metadata.labels.clone().unwrap_or_default()));
-        future::ready(keep.then(|| Ok((**obj).clone())))
+        let keep = selector.as_ref().is_none_or(|s| selected(s, obj));
+        future::ready(keep.then(|| Ok(obj.clone())))
     })
 }

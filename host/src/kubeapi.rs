@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef as StoreRef;
+use kube::{Client, Resource};
 use serde_json::Value;
 
 use self::discovery::{Resolved, Resolver};
@@ -27,7 +27,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef};
 use crate::events::{EventSink, Record};
 use crate::plugin::PluginName;
-use crate::watches::Watches;
+use crate::watches::{CachedObject, CachedObjectError, Watches};
 
 /// The API server, as one plugin's host calls reach it. Cheap to clone.
 #[derive(Clone)]
@@ -76,18 +76,7 @@ impl KubeCluster {
     ) -> Result<Vec<Value>, ClusterError> {
         let parsed = selector(label_selector)?;
         if let Some(store) = self.watches.cache_for(&resolved.resource, namespace) {
-            let mut out = Vec::new();
-            for obj in store.state() {
-                if namespace.is_some() && obj.metadata.namespace.as_deref() != namespace {
-                    continue;
-                }
-                let labels = obj.metadata.labels.clone().unwrap_or_default();
-                if parsed.as_ref().is_some_and(|s| !s.matches(&labels)) {
-                    continue;
-                }
-                out.push(to_value((*obj).clone())?);
-            }
-            return Ok(out);
+            return select(store.state(), namespace, parsed.as_ref());
         }
         let api: Api<DynamicObject> = match namespace {
             Some(ns) if resolved.namespaced => {
@@ -156,7 +145,7 @@ impl KubeCluster {
             .cache_for(&kind.resource, target.namespace.as_deref())
         {
             let key = store_ref(&kind, target);
-            return store.get(&key).and_then(|o| o.metadata.uid.clone());
+            return store.get(&key).and_then(|o| o.meta().uid.clone());
         }
         let api = self.api(&kind, target.namespace.as_deref()).ok()?;
         api.get_opt(&target.name)
@@ -166,8 +155,8 @@ impl KubeCluster {
     }
 }
 
-fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<DynamicObject> {
-    let r = StoreRef::new_with(&target.name, kind.resource.clone());
+fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<CachedObject> {
+    let r = StoreRef::new_with(&target.name, Arc::new(kind.resource.clone()));
     match &target.namespace {
         Some(ns) => r.within(ns),
         None => r,
@@ -177,6 +166,36 @@ fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<DynamicObject> {
 fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
     serde_json::to_value(obj)
         .map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
+}
+
+/// The cached objects in `namespace` (all with `None`) that `selector` matches, as values.
+fn select(
+    objects: Vec<Arc<CachedObject>>,
+    namespace: Option<&str>,
+    selector: Option<&LabelSelector>,
+) -> Result<Vec<Value>, ClusterError> {
+    let mut out = Vec::new();
+    for obj in objects {
+        if namespace.is_some() && obj.meta().namespace.as_deref() != namespace {
+            continue;
+        }
+        if let Some(s) = selector
+            && !s.matches(&obj.labels().map_err(cache_error)?)
+        {
+            continue;
+        }
+        out.push(cached_value(&obj)?);
+    }
+    Ok(out)
+}
+
+fn cached_value(obj: &CachedObject) -> Result<Value, ClusterError> {
+    obj.to_value().map_err(cache_error)
+}
+
+/// A cached object's text that does not decode is a host bug; the plugin gets `other`.
+fn cache_error(e: CachedObjectError) -> ClusterError {
+    ClusterError::Other(crate::controller::chain(&e))
 }
 
 fn to_object(value: Value) -> Result<DynamicObject, ClusterError> {
@@ -210,7 +229,7 @@ impl Cluster for KubeCluster {
             .cache_for(&kind.resource, target.namespace.as_deref())
         {
             return match store.get(&store_ref(&kind, target)) {
-                Some(obj) => to_value((*obj).clone()),
+                Some(obj) => cached_value(&obj),
                 None => Err(ClusterError::NotFound(format!("{target} does not exist"))),
             };
         }
@@ -329,5 +348,52 @@ fn strip(value: &mut Value) {
         if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             annotations.remove(crate::watches::LAST_APPLIED);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::TypeMeta;
+    use serde_json::json;
+
+    fn cached(namespace: &str, name: &str, labels: Value) -> Arc<CachedObject> {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "managedFields": [{"manager": "m"}]},
+            "data": {"k": name}
+        }))
+        .expect("object");
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        Arc::new(CachedObject::new(obj, &types).expect("cached"))
+    }
+
+    fn names(values: &[Value]) -> Vec<&str> {
+        values
+            .iter()
+            .filter_map(|v| v["metadata"]["name"].as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_cached_list_filters_by_namespace_and_label_selector() {
+        let objects = vec![
+            cached("a", "web", json!({"app": "web", "tier": "front"})),
+            cached("a", "db", json!({"app": "db"})),
+            cached("b", "web", json!({"app": "web"})),
+        ];
+        let web = LabelSelector::parse("app=web").expect("selector");
+        let all_web = select(objects.clone(), None, Some(&web)).expect("list");
+        assert_eq!(names(&all_web), ["web", "web"]);
+        let in_a = select(objects.clone(), Some("a"), None).expect("list");
+        assert_eq!(names(&in_a), ["web", "db"]);
+        let not_web = LabelSelector::parse("app!=web").expect("selector");
+        let other = select(objects, Some("a"), Some(&not_web)).expect("list");
+        assert_eq!(names(&other), ["db"]);
+        assert_eq!(other[0]["apiVersion"], "v1");
+        assert!(other[0]["metadata"].get("managedFields").is_none());
     }
 }

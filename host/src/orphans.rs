@@ -260,7 +260,7 @@ async fn release_once(
                     Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.resource),
                     None => Api::all_with(client.clone(), &kind.resource),
                 };
-                finalizer::remove(&scoped, obj, &entry.finalizer, &name).await?;
+                finalizer::remove(&scoped, &obj.metadata, &entry.finalizer, &name).await?;
                 released += 1;
                 let target = ObjectRef::new(
                     gvk.clone(),
@@ -268,7 +268,7 @@ async fn release_once(
                     obj.metadata.name.clone().unwrap_or_default(),
                 );
                 let record = Record {
-                    regarding: reference(obj, &target),
+                    regarding: reference(&obj.metadata, &target),
                     event_type: EventType::Warning,
                     reason: "FinalizerReleased".into(),
                     action: "ReleaseFinalizer".into(),

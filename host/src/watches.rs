@@ -2,8 +2,10 @@
 //! plugins need it.
 //!
 //! Each [`SharedWatch`] runs one kube-runtime `watcher` whose objects are trimmed (no
-//! `managedFields`, no last-applied annotation, `apiVersion`/`kind` always set) before they
-//! reach its reflector [`Store`] and its subscribers. A subscriber gets every object already in
+//! `managedFields`, no last-applied annotation, `apiVersion`/`kind` always set) and kept as
+//! compact [`CachedObject`]s (JSON text plus the metadata the host reads) before they reach
+//! its reflector [`Store`] and its subscribers; the store, the broadcast and the subscribers
+//! share one copy of each object. A subscriber gets every object already in
 //! the cache and then every change; if it falls behind the broadcast buffer it is sent the
 //! whole cache again (level-triggered consumers lose nothing by that).
 //!
@@ -15,10 +17,12 @@
 //! - A subscriber's stream never ends while the watch runs; watch errors are retried by the
 //!   watcher with kube's default backoff and logged.
 
+pub mod cached;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, future};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
@@ -26,6 +30,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{broadcast, watch};
+
+pub use self::cached::{CachedObject, CachedObjectError, Kind};
 
 /// The annotation `kubectl apply` leaves on objects: a full copy of the object, useless to a
 /// controller and often the biggest field.
@@ -48,14 +54,14 @@ pub struct WatchKey {
 #[derive(Debug, Clone)]
 pub enum Change {
     /// An object was created or changed (or listed at start).
-    Applied(Arc<DynamicObject>),
+    Applied(CachedObject),
     /// An object was deleted.
-    Deleted(Arc<DynamicObject>),
+    Deleted(CachedObject),
 }
 
 impl Change {
     /// The object concerned.
-    pub fn object(&self) -> &Arc<DynamicObject> {
+    pub fn object(&self) -> &CachedObject {
         match self {
             Change::Applied(o) | Change::Deleted(o) => o,
         }
@@ -65,7 +71,8 @@ impl Change {
 /// One running watch and its cache.
 pub struct SharedWatch {
     key: WatchKey,
-    store: Store<DynamicObject>,
+    kind: Kind,
+    store: Store<CachedObject>,
     changes: broadcast::Sender<Change>,
     /// Becomes true once the initial list is in the cache. (kube's `Store::wait_until_ready`
     /// wakes only the last of several concurrent waiters, so readiness is tracked here.)
@@ -85,30 +92,44 @@ impl SharedWatch {
             Some(ns) => Api::namespaced_with(client, ns, &key.resource),
             None => Api::all_with(client, &key.resource),
         };
-        let writer = reflector::store::Writer::new(key.resource.clone());
+        let kind: Kind = Arc::new(key.resource.clone());
+        let writer = reflector::store::Writer::new(kind.clone());
         let store = writer.as_reader();
         let (changes, _) = broadcast::channel(BROADCAST_BUFFER);
         let types = TypeMeta {
             api_version: key.resource.api_version.clone(),
             kind: key.resource.kind.clone(),
         };
+        let label = format!("{}/{}", key.resource.api_version, key.resource.plural);
+        let scope = key.namespace.clone().unwrap_or_else(|| "*".into());
+        let (kind_label, scope_label) = (label.clone(), scope.clone());
         let stream = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(move |obj: &mut DynamicObject| trim(obj, &types))
+            .filter_map(move |event| {
+                let cached = match event {
+                    Ok(event) => cache_event(event, &types)
+                        .map_err(|error| {
+                            // Unreachable in practice: a decoded object always encodes.
+                            tracing::error!(kind = %kind_label, namespace = %scope_label, error = %crate::controller::chain(&error), "object not cached");
+                        })
+                        .ok()
+                        .map(Ok),
+                    Err(error) => Some(Err(error)),
+                };
+                future::ready(cached)
+            })
             .reflect(writer);
         let tx = changes.clone();
         let (ready_tx, ready) = watch::channel(false);
-        let label = format!("{}/{}", key.resource.api_version, key.resource.plural);
-        let scope = key.namespace.clone().unwrap_or_else(|| "*".into());
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
-                        let _ = tx.send(Change::Applied(Arc::new(obj)));
+                        let _ = tx.send(Change::Applied(obj));
                     }
                     Ok(Event::Delete(obj)) => {
-                        let _ = tx.send(Change::Deleted(Arc::new(obj)));
+                        let _ = tx.send(Change::Deleted(obj));
                     }
                     Ok(Event::InitDone) => {
                         ready_tx.send_replace(true);
@@ -122,6 +143,7 @@ impl SharedWatch {
         });
         Self {
             key,
+            kind,
             store,
             changes,
             ready,
@@ -134,8 +156,13 @@ impl SharedWatch {
         &self.key
     }
 
+    /// The kind, as the cache's keys carry it.
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
     /// The cache.
-    pub fn store(&self) -> Store<DynamicObject> {
+    pub fn store(&self) -> Store<CachedObject> {
         self.store.clone()
     }
 
@@ -158,7 +185,7 @@ impl SharedWatch {
         let store = self.store.clone();
         let ready = self.ready.clone();
         futures::stream::unfold(
-            (rx, store, ready, Vec::<Arc<DynamicObject>>::new(), true),
+            (rx, store, ready, Vec::<Arc<CachedObject>>::new(), true),
             |(mut rx, store, mut ready, mut backlog, first)| async move {
                 if first {
                     // Subscribed before the snapshot: a change racing with it is seen twice,
@@ -170,6 +197,7 @@ impl SharedWatch {
                 }
                 loop {
                     if let Some(obj) = backlog.pop() {
+                        let obj = CachedObject::clone(&obj);
                         return Some((Change::Applied(obj), (rx, store, ready, backlog, false)));
                     }
                     match rx.recv().await {
@@ -186,21 +214,26 @@ impl SharedWatch {
     }
 }
 
+/// The watcher's event with its object trimmed and cached.
+fn cache_event(
+    event: Event<DynamicObject>,
+    types: &TypeMeta,
+) -> Result<Event<CachedObject>, CachedObjectError> {
+    Ok(match event {
+        Event::Apply(obj) => Event::Apply(CachedObject::new(obj, types)?),
+        Event::Delete(obj) => Event::Delete(CachedObject::new(obj, types)?),
+        Event::InitApply(obj) => Event::InitApply(CachedObject::new(obj, types)?),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    })
+}
+
 /// Drops what no consumer needs and makes the object self-describing.
 pub fn trim(obj: &mut DynamicObject, types: &TypeMeta) {
     trim_metadata(&mut obj.metadata);
     if obj.types.is_none() {
         obj.types = Some(types.clone());
     }
-}
-
-/// Whether `meta` carries what [`trim_metadata`] drops.
-pub fn untrimmed(meta: &ObjectMeta) -> bool {
-    meta.managed_fields.is_some()
-        || meta
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(LAST_APPLIED))
 }
 
 /// Drops what no plugin reads and what costs the most bytes: `managedFields` and the
@@ -253,7 +286,7 @@ impl Watches {
         &self,
         resource: &ApiResource,
         namespace: Option<&str>,
-    ) -> Option<Store<DynamicObject>> {
+    ) -> Option<Store<CachedObject>> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let all = WatchKey {
             resource: resource.clone(),

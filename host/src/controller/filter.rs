@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use kube::api::DynamicObject;
+use kube::api::ObjectMeta;
 
 /// What the filter remembers of one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,14 +24,14 @@ pub struct GenerationFilter {
 }
 
 impl GenerationFilter {
-    /// Whether a change to `obj` should trigger a reconcile.
-    pub fn admit(&mut self, obj: &DynamicObject) -> bool {
-        let Some(uid) = obj.metadata.uid.clone() else {
+    /// Whether a change to the object with metadata `meta` should trigger a reconcile.
+    pub fn admit(&mut self, meta: &ObjectMeta) -> bool {
+        let Some(uid) = meta.uid.clone() else {
             return true;
         };
         let now = Seen {
-            generation: obj.metadata.generation,
-            deleting: obj.metadata.deletion_timestamp.is_some(),
+            generation: meta.generation,
+            deleting: meta.deletion_timestamp.is_some(),
         };
         if now.generation.is_none() {
             return true;
@@ -40,8 +40,8 @@ impl GenerationFilter {
     }
 
     /// Forgets a deleted object.
-    pub fn forget(&mut self, obj: &DynamicObject) {
-        if let Some(uid) = &obj.metadata.uid {
+    pub fn forget(&mut self, meta: &ObjectMeta) {
+        if let Some(uid) = &meta.uid {
             self.seen.remove(uid);
         }
     }
@@ -52,17 +52,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn obj(generation: Option<i64>, rv: &str, deleting: bool) -> DynamicObject {
-        let mut o: DynamicObject = serde_json::from_value(json!({
-            "metadata": {"name": "a", "uid": "u1", "resourceVersion": rv}
-        }))
-        .expect("object");
-        o.metadata.generation = generation;
+    fn obj(generation: Option<i64>, rv: &str, deleting: bool) -> ObjectMeta {
+        let mut o: ObjectMeta =
+            serde_json::from_value(json!({"name": "a", "uid": "u1", "resourceVersion": rv}))
+                .expect("metadata");
+        o.generation = generation;
         if deleting {
-            o.metadata.deletion_timestamp =
-                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-                ));
+            o.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
         }
         o
     }

@@ -10,7 +10,7 @@
 //! longer loaded, [`crate::orphans`] releases its finalizer from objects that are being deleted
 //! (see there for the rule).
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams};
 use serde_json::json;
 
 use crate::plugin::PluginName;
@@ -41,15 +41,15 @@ fn params(plugin: &PluginName) -> PatchParams {
     }
 }
 
-/// Adds `finalizer` to `obj`, returning the object as stored.
+/// Adds `finalizer` to the object with metadata `meta`, returning the object as stored.
 pub async fn add(
     api: &Api<DynamicObject>,
-    obj: &DynamicObject,
+    meta: &ObjectMeta,
     finalizer: &str,
     plugin: &PluginName,
 ) -> Result<DynamicObject, FinalizerError> {
-    let name = obj.metadata.name.clone().unwrap_or_default();
-    let ops = match &obj.metadata.finalizers {
+    let name = meta.name.clone().unwrap_or_default();
+    let ops = match &meta.finalizers {
         None => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},
             {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
@@ -69,16 +69,16 @@ pub async fn add(
         })
 }
 
-/// Removes `finalizer` from `obj`. Gone already (object or finalizer) is success.
+/// Removes `finalizer` from the object with metadata `meta`. Gone already (object or
+/// finalizer) is success.
 pub async fn remove(
     api: &Api<DynamicObject>,
-    obj: &DynamicObject,
+    meta: &ObjectMeta,
     finalizer: &str,
     plugin: &PluginName,
 ) -> Result<(), FinalizerError> {
-    let name = obj.metadata.name.clone().unwrap_or_default();
-    let Some(index) = obj
-        .metadata
+    let name = meta.name.clone().unwrap_or_default();
+    let Some(index) = meta
         .finalizers
         .iter()
         .flatten()

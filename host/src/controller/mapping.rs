@@ -1,23 +1,23 @@
 //! Which primary objects a change to another object reconciles: owned objects through their
 //! ownerReferences, watched objects through the mapping their plugin declared.
 
-use kube::api::DynamicObject;
-use kube::core::ApiResource;
+use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::plugin::Mapping;
+use crate::watches::{CachedObject, CachedObjectError, Kind};
 
 /// The primary kind as the mappers need it.
 #[derive(Clone)]
 pub struct Primary {
-    /// The resolved primary kind.
-    pub resource: ApiResource,
+    /// The resolved primary kind (shared with the cache keys).
+    pub resource: Kind,
     /// Whether it is namespaced.
     pub namespaced: bool,
 }
 
 impl Primary {
-    fn reference(&self, name: &str, namespace: Option<&str>) -> ObjectRef<DynamicObject> {
+    fn reference(&self, name: &str, namespace: Option<&str>) -> ObjectRef<CachedObject> {
         let r = ObjectRef::new_with(name, self.resource.clone());
         match (self.namespaced, namespace) {
             (true, Some(ns)) => r.within(ns),
@@ -27,20 +27,25 @@ impl Primary {
 
     /// The primary objects that own `child`: its ownerReferences of the primary kind (any
     /// version of it). An owner is in the child's namespace, or cluster-scoped.
-    pub fn owners_of(&self, child: &DynamicObject) -> Vec<ObjectRef<DynamicObject>> {
+    pub fn owners_of(&self, child: &CachedObject) -> Vec<ObjectRef<CachedObject>> {
         let group_of = |api_version: &str| match api_version.split_once('/') {
             Some((group, _)) => group.to_owned(),
             None => String::new(),
         };
-        child
-            .metadata
-            .owner_references
+        let owners = match child.owner_references() {
+            Ok(owners) => owners,
+            Err(error) => {
+                unreadable(&error);
+                return Vec::new();
+            }
+        };
+        let namespace = child.meta().namespace.as_deref();
+        owners
             .iter()
-            .flatten()
             .filter(|o| {
                 o.kind == self.resource.kind && group_of(&o.api_version) == self.resource.group
             })
-            .map(|o| self.reference(&o.name, child.metadata.namespace.as_deref()))
+            .map(|o| self.reference(&o.name, namespace))
             .collect()
     }
 
@@ -49,76 +54,82 @@ impl Primary {
     pub fn mapped(
         &self,
         mapping: &Mapping,
-        watched: &DynamicObject,
-        primaries: &Store<DynamicObject>,
-    ) -> Vec<ObjectRef<DynamicObject>> {
-        let ns = watched.metadata.namespace.as_deref();
+        watched: &CachedObject,
+        primaries: &Store<CachedObject>,
+    ) -> Vec<ObjectRef<CachedObject>> {
+        let ns = watched.meta().namespace.as_deref();
         let one = |name: &str| vec![self.reference(name, ns)];
         match mapping {
-            Mapping::SameName => watched
-                .metadata
-                .name
-                .as_deref()
-                .map(one)
-                .unwrap_or_default(),
-            Mapping::Label(label) => watched
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(label))
-                .map(|name| one(name))
-                .unwrap_or_default(),
-            Mapping::Annotation(annotation) => watched
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(annotation))
-                .map(|value| match value.split_once('/') {
-                    Some((ns, name)) => vec![self.reference(name, Some(ns))],
-                    None => one(value),
-                })
-                .unwrap_or_default(),
+            Mapping::SameName => watched.meta().name.as_deref().map(one).unwrap_or_default(),
+            Mapping::Label(label) => match watched.labels() {
+                Ok(labels) => labels.get(label).map(|name| one(name)).unwrap_or_default(),
+                Err(error) => {
+                    unreadable(&error);
+                    Vec::new()
+                }
+            },
+            Mapping::Annotation(annotation) => match watched.annotations() {
+                Ok(annotations) => annotations
+                    .get(annotation)
+                    .map(|value| match value.split_once('/') {
+                        Some((ns, name)) => vec![self.reference(name, Some(ns))],
+                        None => one(value),
+                    })
+                    .unwrap_or_default(),
+                Err(error) => {
+                    unreadable(&error);
+                    Vec::new()
+                }
+            },
             Mapping::AllInNamespace => primaries
                 .state()
                 .iter()
-                .filter(|p| p.metadata.namespace.as_deref() == ns)
-                .filter_map(|p| Some(self.reference(p.metadata.name.as_deref()?, ns)))
+                .filter(|p| p.meta().namespace.as_deref() == ns)
+                .filter_map(|p| Some(self.reference(p.meta().name.as_deref()?, ns)))
                 .collect(),
-            Mapping::All => {
-                primaries
-                    .state()
-                    .iter()
-                    .filter_map(|p| {
-                        Some(self.reference(
-                            p.metadata.name.as_deref()?,
-                            p.metadata.namespace.as_deref(),
-                        ))
-                    })
-                    .collect()
-            }
+            Mapping::All => primaries
+                .state()
+                .iter()
+                .filter_map(|p| {
+                    let p = p.meta();
+                    Some(self.reference(p.name.as_deref()?, p.namespace.as_deref()))
+                })
+                .collect(),
         }
     }
+}
+
+/// A cached object's text that does not decode is a host bug: logged, and the change maps
+/// to nothing.
+fn unreadable(error: &CachedObjectError) {
+    tracing::error!(error = %crate::controller::chain(error), "cannot read a cached object's metadata");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::GroupVersionKind;
+    use kube::api::TypeMeta;
+    use kube::core::{ApiResource, GroupVersionKind};
     use serde_json::json;
+    use std::sync::Arc;
 
     fn primary() -> Primary {
         Primary {
-            resource: ApiResource::from_gvk(&GroupVersionKind::gvk(
+            resource: Arc::new(ApiResource::from_gvk(&GroupVersionKind::gvk(
                 "example.com",
                 "v1",
                 "Database",
-            )),
+            ))),
             namespaced: true,
         }
     }
 
-    fn obj(v: serde_json::Value) -> DynamicObject {
-        serde_json::from_value(v).expect("object")
+    fn obj(v: serde_json::Value) -> CachedObject {
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        CachedObject::new(serde_json::from_value(v).expect("object"), &types).expect("cached")
     }
 
     #[test]

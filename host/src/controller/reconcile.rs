@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::DynamicObject;
+use kube::Resource;
+use kube::api::{ObjectMeta, TypeMeta};
 use kube::runtime::controller::Action;
 use tracing::Instrument;
 
@@ -13,18 +14,19 @@ use super::finalizer::{self, FinalizerError};
 use crate::cluster::{EventType, ObjectRef};
 use crate::events::Record;
 use crate::runtime::{self, Outcome, Plugin, PluginErrorKind, Request, RequestObject};
+use crate::watches::{CachedObject, CachedObjectError};
 
 /// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// The object could not be encoded as JSON for the plugin.
+    /// The object as stored after adding the finalizer could not be encoded for the plugin.
     #[error("cannot encode {target} for the plugin")]
     Encode {
         /// The object (boxed to keep the error small).
         target: Box<ObjectRef>,
         /// Why.
         #[source]
-        source: serde_json::Error,
+        source: CachedObjectError,
     },
     /// Adding or removing the finalizer failed.
     #[error("finalizer handling failed for {target}")]
@@ -50,12 +52,12 @@ impl ReconcileError {
 
 /// The entry point the kube-runtime `Controller` calls.
 pub async fn reconcile(
-    obj: Arc<DynamicObject>,
+    obj: Arc<CachedObject>,
     ctx: Arc<PluginCtx>,
 ) -> Result<Action, ReconcileError> {
     let event_at = ctx.queue.started(
-        obj.metadata.namespace.as_deref(),
-        obj.metadata.name.as_deref().unwrap_or(""),
+        obj.meta().namespace.as_deref(),
+        obj.meta().name.as_deref().unwrap_or(""),
     );
     if !ctx.in_scope(&obj) {
         return Ok(Action::await_change());
@@ -85,7 +87,7 @@ pub async fn reconcile(
 }
 
 async fn run(
-    obj: Arc<DynamicObject>,
+    obj: Arc<CachedObject>,
     target: ObjectRef,
     ctx: Arc<PluginCtx>,
     plugin: Plugin,
@@ -104,9 +106,9 @@ async fn run(
             .metrics
             .event_to_reconcile(info.name.as_str(), at.elapsed());
     }
-    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let deleting = obj.meta().deletion_timestamp.is_some();
     let has_finalizer =
-        |o: &DynamicObject, f: &str| o.metadata.finalizers.iter().flatten().any(|x| x == f);
+        |o: &CachedObject, f: &str| o.meta().finalizers.iter().flatten().any(|x| x == f);
     let api = ctx.primary_api(target.namespace.as_deref());
     let finalizer_error = |source| ReconcileError::Finalizer {
         target: Box::new(target.clone()),
@@ -116,7 +118,7 @@ async fn run(
     let ((outcome, usage), cleanup) = match (&info.finalizer, deleting) {
         (Some(f), true) if has_finalizer(&obj, f) => {
             tracing::info!("object is being deleted; calling cleanup");
-            let request = request(&target, &obj)?;
+            let request = request(&target, &obj);
             (
                 plugin.cleanup_measured(ctx.cluster.clone(), request).await,
                 true,
@@ -128,13 +130,22 @@ async fn run(
             let current = if has_finalizer(&obj, f) {
                 obj.clone()
             } else {
-                let added = finalizer::add(&api, &obj, f, &info.name)
+                let added = finalizer::add(&api, obj.meta(), f, &info.name)
                     .await
                     .map_err(finalizer_error)?;
                 tracing::debug!(finalizer = %f, "finalizer added");
+                let types = TypeMeta {
+                    api_version: ctx.primary.resource.api_version.clone(),
+                    kind: ctx.primary.resource.kind.clone(),
+                };
+                let added =
+                    CachedObject::new(added, &types).map_err(|source| ReconcileError::Encode {
+                        target: Box::new(target.clone()),
+                        source,
+                    })?;
                 Arc::new(added)
             };
-            let request = request(&target, &current)?;
+            let request = request(&target, &current);
             (
                 plugin
                     .reconcile_measured(ctx.cluster.clone(), request)
@@ -143,7 +154,7 @@ async fn run(
             )
         }
         (None, false) => {
-            let request = request(&target, &obj)?;
+            let request = request(&target, &obj);
             (
                 plugin
                     .reconcile_measured(ctx.cluster.clone(), request)
@@ -158,7 +169,7 @@ async fn run(
         && outcome == Outcome::Action(runtime::Action::Done)
         && let Some(f) = &info.finalizer
     {
-        finalizer::remove(&api, &obj, f, &info.name)
+        finalizer::remove(&api, obj.meta(), f, &info.name)
             .await
             .map_err(finalizer_error)?;
         tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
@@ -175,34 +186,20 @@ async fn run(
     .await)
 }
 
-/// The request for `obj`, written straight to JSON text, which the runtime passes on as it
-/// is. Cached objects are trimmed already (`watches::trim`); one the API server just returned
-/// (after adding the finalizer) is trimmed here the same way.
-fn request(target: &ObjectRef, obj: &DynamicObject) -> Result<Request, ReconcileError> {
-    let trimmed;
-    let obj = if crate::watches::untrimmed(&obj.metadata) {
-        let mut copy = obj.clone();
-        crate::watches::trim_metadata(&mut copy.metadata);
-        trimmed = copy;
-        &trimmed
-    } else {
-        obj
-    };
-    let text = serde_json::to_string(obj).map_err(|source| ReconcileError::Encode {
-        target: Box::new(target.clone()),
-        source,
-    })?;
-    Ok(Request {
+/// The request for `obj`: its cached JSON text (trimmed when cached), which the runtime
+/// passes on as it is.
+fn request(target: &ObjectRef, obj: &CachedObject) -> Request {
+    Request {
         target: target.clone(),
-        object: RequestObject::Text(text),
-    })
+        object: RequestObject::Text(obj.text().to_owned()),
+    }
 }
 
 /// Maps an outcome onto the next step, and reports failures.
 async fn settle(
     ctx: &PluginCtx,
     plugin: &Plugin,
-    obj: &DynamicObject,
+    obj: &CachedObject,
     target: &ObjectRef,
     outcome: Outcome,
     cleanup: bool,
@@ -255,14 +252,14 @@ async fn settle(
 
 async fn report(
     ctx: &PluginCtx,
-    obj: &DynamicObject,
+    obj: &CachedObject,
     target: &ObjectRef,
     reason: &str,
     entry: &str,
     outcome: &Outcome,
 ) {
     let record = Record {
-        regarding: reference(obj, target),
+        regarding: reference(obj.meta(), target),
         event_type: EventType::Warning,
         reason: reason.to_owned(),
         action: if entry == "cleanup" {
@@ -280,22 +277,22 @@ async fn report(
     }
 }
 
-/// The Event reference of a primary object.
-pub fn reference(obj: &DynamicObject, target: &ObjectRef) -> ObjectReference {
+/// The Event reference of a primary object with metadata `meta`.
+pub fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
     ObjectReference {
         api_version: Some(target.api_version()),
         kind: Some(target.kind.kind.clone()),
         namespace: target.namespace.clone(),
         name: Some(target.name.clone()),
-        uid: obj.metadata.uid.clone(),
-        resource_version: obj.metadata.resource_version.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
         ..ObjectReference::default()
     }
 }
 
 /// What the controller does when [`reconcile`] itself failed: retry with the object's backoff.
 pub fn error_policy(
-    _obj: Arc<DynamicObject>,
+    _obj: Arc<CachedObject>,
     error: &ReconcileError,
     ctx: Arc<PluginCtx>,
 ) -> Action {
@@ -315,12 +312,13 @@ pub fn error_policy(
 
 #[cfg(test)]
 mod tests {
+    use kube::api::DynamicObject;
     use kube::core::GroupVersionKind;
 
     use super::*;
 
     #[test]
-    fn request_text_leaves_out_managed_fields_and_the_last_applied_annotation() {
+    fn request_text_is_the_cached_trimmed_object() {
         let obj: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {
@@ -334,14 +332,20 @@ mod tests {
             "data": {"k": "v"}
         }))
         .expect("object");
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let cached = CachedObject::new(obj, &types).expect("cached");
         let target = ObjectRef::new(
             GroupVersionKind::gvk("", "v1", "ConfigMap"),
             Some("ns".into()),
             "a",
         );
-        let RequestObject::Text(text) = request(&target, &obj).expect("request").object else {
+        let RequestObject::Text(text) = request(&target, &cached).object else {
             panic!("the controller passes text");
         };
+        assert_eq!(text, cached.text());
         let sent: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(
             sent,

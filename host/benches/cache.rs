@@ -1,0 +1,270 @@
+//! Cache-memory benchmark (prints figures; not a test):
+//!
+//! ```text
+//! cargo bench -p wasmop --bench cache
+//! ```
+//!
+//! What one cached object costs in the shared caches, counted by a global allocator: the
+//! bytes live after `WASMOP_BENCH_OBJECTS` (default 10,000) ConfigMaps shaped like those of
+//! `bench/run --only 5` (as the API server sends them: uid, resourceVersion, creation time,
+//! `managedFields`) went through a shared watch's path — decode, trim, reflector store,
+//! change broadcast — against the bytes of their trimmed JSON. Two representations:
+//!
+//! - `DynamicObject`: what the caches held before (a `serde_json::Value` body, `ApiResource`
+//!   in every store key), rebuilt here from kube's own types as the baseline;
+//! - `CachedObject`: what they hold now (JSON text plus the metadata the host reads).
+//!
+//! "malloc" figures add glibc's per-chunk cost (8 bytes of header, 16-byte rounding, 32-byte
+//! minimum) to each request, which is closer to what RSS sees. "Churn" is what was allocated
+//! and freed again while decoding (garbage the allocator may keep).
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use kube::api::{DynamicObject, TypeMeta};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher::Event;
+use wasmop::watches::{CachedObject, Kind, trim};
+
+/// Counts live bytes (as requested and as glibc chunks) and allocations.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static LIVE_CHUNKS: AtomicUsize = AtomicUsize::new(0);
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// glibc malloc's chunk for a request of `size` bytes on 64-bit Linux.
+fn chunk(size: usize) -> usize {
+    (size + 8).div_ceil(16).max(2) * 16
+}
+
+#[allow(unsafe_code)]
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters are only
+// bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Relaxed);
+        LIVE_CHUNKS.fetch_add(chunk(layout.size()), Relaxed);
+        ALLOCATED.fetch_add(layout.size(), Relaxed);
+        COUNT.fetch_add(1, Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Relaxed);
+        LIVE_CHUNKS.fetch_sub(chunk(layout.size()), Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Relaxed);
+        LIVE.fetch_sub(layout.size(), Relaxed);
+        LIVE_CHUNKS.fetch_add(chunk(new_size), Relaxed);
+        LIVE_CHUNKS.fetch_sub(chunk(layout.size()), Relaxed);
+        ALLOCATED.fetch_add(new_size, Relaxed);
+        COUNT.fetch_add(1, Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[derive(Clone, Copy)]
+struct Snapshot {
+    live: usize,
+    chunks: usize,
+    allocated: usize,
+    count: usize,
+}
+
+fn now() -> Snapshot {
+    Snapshot {
+        live: LIVE.load(Relaxed),
+        chunks: LIVE_CHUNKS.load(Relaxed),
+        allocated: ALLOCATED.load(Relaxed),
+        count: COUNT.load(Relaxed),
+    }
+}
+
+/// The changes a shared watch keeps for slow subscribers (watches.rs `BROADCAST_BUFFER`).
+const BROADCAST_BUFFER: usize = 1024;
+
+/// One ConfigMap of `bench-load configmaps`, as the API server sends it in a watch event.
+fn server_json(i: usize) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {
+            "name": format!("cache-{i:05}"), "namespace": "cache-memory",
+            "uid": format!("{i:08x}-4c1e-4d1a-9c7e-0242ac120002"),
+            "resourceVersion": format!("{}", 100_000 + i),
+            "creationTimestamp": "2026-11-29T21:10:00Z",
+            "labels": {"bench.wasmop.dev/set": "cache"},
+            "managedFields": [{
+                "manager": "bench-load", "operation": "Update", "apiVersion": "v1",
+                "time": "2026-11-29T21:10:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {".": {}, "f:engine": {}, "f:host": {}, "f:port": {}, "f:url": {}},
+                             "f:metadata": {"f:labels": {".": {}, "f:bench.wasmop.dev/set": {}}}}
+            }]
+        },
+        "data": {"engine": "postgres", "host": format!("db-{i:05}.example.internal"), "port": "5432",
+                 "url": format!("postgres://db-{i:05}.example.internal:5432")}
+    }))
+    .unwrap()
+}
+
+struct Figures {
+    live: usize,
+    chunks: usize,
+    churn: usize,
+    allocations: usize,
+}
+
+/// Feeds `inputs` through decode → trim → store → broadcast with `cache`, returning what stays
+/// live (store and broadcast kept) and what was churned.
+fn measure<K, F>(
+    inputs: &[Vec<u8>],
+    dyntype: K::DynamicType,
+    cache: F,
+) -> (Figures, Vec<Box<dyn std::any::Any>>)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+    F: Fn(DynamicObject) -> K,
+{
+    let before = now();
+    let mut writer = Writer::<K>::new(dyntype);
+    let store = writer.as_reader();
+    let mut broadcast = std::collections::VecDeque::with_capacity(BROADCAST_BUFFER);
+    for json in inputs {
+        let obj: DynamicObject = serde_json::from_slice(json).unwrap();
+        let obj = cache(obj);
+        let event = Event::Apply(obj);
+        writer.apply_watcher_event(&event);
+        let Event::Apply(obj) = event else {
+            unreachable!()
+        };
+        if broadcast.len() == BROADCAST_BUFFER {
+            broadcast.pop_front();
+        }
+        broadcast.push_back(obj);
+    }
+    let after = now();
+    let figures = Figures {
+        live: after.live - before.live,
+        chunks: after.chunks - before.chunks,
+        churn: (after.allocated - before.allocated) - (after.live - before.live),
+        allocations: after.count - before.count,
+    };
+    (
+        figures,
+        vec![Box::new(store), Box::new(writer), Box::new(broadcast)],
+    )
+}
+
+fn main() {
+    let n: usize = std::env::var("WASMOP_BENCH_OBJECTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000);
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+    let types = TypeMeta {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+    };
+    let inputs: Vec<Vec<u8>> = (0..n).map(server_json).collect();
+    let full: usize = inputs.iter().map(Vec::len).sum();
+    let trimmed: usize = inputs
+        .iter()
+        .map(|j| {
+            let mut o: DynamicObject = serde_json::from_slice(j).unwrap();
+            trim(&mut o, &types);
+            serde_json::to_vec(&o).unwrap().len()
+        })
+        .sum();
+    println!("cache memory: {n} ConfigMaps like bench/run --only 5's");
+    println!(
+        "  JSON as sent:      {full} bytes ({:.0} per object)",
+        full as f64 / n as f64
+    );
+    println!(
+        "  trimmed JSON:      {trimmed} bytes ({:.0} per object)",
+        trimmed as f64 / n as f64
+    );
+
+    let report = |name: &str, f: &Figures| {
+        println!("  {name}");
+        println!(
+            "    live:            {:.0} bytes per object requested, {:.0} as malloc chunks: {:.2}x / {:.2}x the trimmed JSON",
+            f.live as f64 / n as f64,
+            f.chunks as f64 / n as f64,
+            f.live as f64 / trimmed as f64,
+            f.chunks as f64 / trimmed as f64
+        );
+        println!(
+            "    churn:           {:.0} bytes per object allocated and freed again; {:.1} allocations per object",
+            f.churn as f64 / n as f64,
+            f.allocations as f64 / n as f64
+        );
+    };
+
+    // Baseline: the representation the caches used before.
+    let (old, keep) = measure::<DynamicObject, _>(&inputs, resource.clone(), |mut o| {
+        trim(&mut o, &types);
+        o
+    });
+    report("DynamicObject store (before)", &old);
+    drop(keep);
+    // Its parts: one store key, one stored object.
+    let sample: DynamicObject = {
+        let mut o: DynamicObject = serde_json::from_slice(&inputs[0]).unwrap();
+        trim(&mut o, &types);
+        o
+    };
+    let b = now();
+    let key = kube::runtime::reflector::Lookup::to_object_ref(&sample, resource.clone());
+    let key_heap = now().chunks - b.chunks;
+    let b = now();
+    let value = Arc::new(sample.clone());
+    let value_heap = now().chunks - b.chunks;
+    println!(
+        "    parts:           key {} bytes inline + {key_heap} on the heap; object {value_heap} on the heap (of which a `Value` body and metadata strings); per table slot {} bytes",
+        std::mem::size_of_val(&key),
+        std::mem::size_of_val(&key) + std::mem::size_of_val(&value)
+    );
+    drop((key, value));
+
+    let kind: Kind = Arc::new(resource.clone());
+    let (new, keep) = measure::<CachedObject, _>(&inputs, kind.clone(), |o| {
+        CachedObject::new(o, &types).unwrap()
+    });
+    report("CachedObject store (now)", &new);
+    drop(keep);
+    let sample = CachedObject::new(serde_json::from_slice(&inputs[0]).unwrap(), &types).unwrap();
+    let b = now();
+    let key = kube::runtime::reflector::Lookup::to_object_ref(&sample, kind.clone());
+    let key_heap = now().chunks - b.chunks;
+    let b = now();
+    let value =
+        Arc::new(CachedObject::new(serde_json::from_slice(&inputs[0]).unwrap(), &types).unwrap());
+    let value_heap = now().chunks - b.chunks;
+    println!(
+        "    parts:           key {} bytes inline + {key_heap} on the heap; object {value_heap} on the heap (text {} bytes, ObjectMeta {} bytes inline); per table slot {} bytes",
+        std::mem::size_of_val(&key),
+        sample.text().len(),
+        std::mem::size_of::<kube::api::ObjectMeta>(),
+        std::mem::size_of_val(&key) + std::mem::size_of_val(&value)
+    );
+    println!(
+        "  ratio now/before:  {:.3} (malloc chunks)",
+        new.chunks as f64 / old.chunks as f64
+    );
+}
