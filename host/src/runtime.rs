@@ -54,6 +54,18 @@ pub enum AllocatorChoice {
     OnDemand,
 }
 
+/// Which wasmtime compiler turns plugins into machine code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Compiler {
+    /// Cranelift, the optimising compiler: the fastest code, hundreds of ms to compile a
+    /// plugin of a few hundred KB.
+    #[default]
+    Cranelift,
+    /// Winch, wasmtime's baseline (single-pass) compiler: compiles several times faster,
+    /// for slower code. x86_64 and aarch64 only.
+    Winch,
+}
+
 /// Per-call limits. Every size a guest controls is capped here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
@@ -125,6 +137,8 @@ pub struct RuntimeConfig {
     /// per basic block) and changes the generated code, so it is off unless some plugin needs
     /// it; plugins without a budget then run with all the fuel there is.
     pub consume_fuel: bool,
+    /// The compiler. Cranelift by default; artefacts made by one do not fit the other.
+    pub compiler: Compiler,
 }
 
 impl Default for RuntimeConfig {
@@ -138,6 +152,7 @@ impl Default for RuntimeConfig {
             fixed_clock: None,
             epoch_tick: Duration::from_millis(1),
             consume_fuel: false,
+            compiler: Compiler::Cranelift,
         }
     }
 }
@@ -196,6 +211,13 @@ impl RuntimeConfig {
     #[must_use]
     pub fn consume_fuel(mut self, on: bool) -> Self {
         self.consume_fuel = on;
+        self
+    }
+
+    /// Chooses the compiler.
+    #[must_use]
+    pub fn compiler(mut self, compiler: Compiler) -> Self {
+        self.compiler = compiler;
         self
     }
 

@@ -13,8 +13,8 @@ use wasmop::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef,
 use wasmop::plugin::PluginName;
 use wasmop::policy::Policy;
 use wasmop::runtime::{
-    Action, AllocatorChoice, Budget, LimitKind, Limits, LoadError, LoadOptions, Outcome, Plugin,
-    PluginErrorKind, Request, Runtime, RuntimeConfig,
+    Action, AllocatorChoice, Budget, Compiler, LimitKind, Limits, LoadError, LoadOptions, Outcome,
+    Plugin, PluginErrorKind, Request, Runtime, RuntimeConfig,
 };
 
 /// A short deadline keeps the infinite-loop test quick; nothing asserts on durations.
@@ -307,6 +307,56 @@ async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keep
     // And afterwards.
     healthy_call(&healthy, "after", "done").await;
     database_config_call(&example, "after", 5432).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn winch_compiled_plugins_keep_every_guarantee_and_work_alike() {
+    let rt = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(16)
+            .limits(test_limits())
+            .compiler(Compiler::Winch),
+    )
+    .expect("a Winch runtime starts");
+    healthy_call(&load(&rt, "well-behaved").await, "w", "1").await;
+    database_config_call(&load(&rt, "database-config").await, "w", 5432).await;
+    let mut hostile = Vec::new();
+    for name in HOSTILE {
+        let plugin = load(&rt, name).await;
+        let object = target("victim", "1");
+        let cluster = seeded(vec![object.clone()]);
+        hostile.push((
+            name,
+            tokio::spawn(async move { plugin.reconcile(cluster, request(object)).await }),
+        ));
+    }
+    for (name, handle) in hostile {
+        let outcome = handle
+            .await
+            .unwrap_or_else(|e| panic!("{name}'s task failed: {e}"));
+        expect_outcome(name, &outcome);
+    }
+    let limits = Limits {
+        fuel: Some(50_000_000),
+        ..test_limits()
+    };
+    let metered = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(limits)
+            .compiler(Compiler::Winch),
+    )
+    .expect("a metered Winch runtime starts");
+    let object = target("spin", "1");
+    let outcome = load(&metered, "infinite-loop")
+        .await
+        .reconcile(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Timeout(Budget::Fuel(50_000_000)),
+        "{outcome}"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
-//! The one wasmtime [`Engine`]: Cranelift, epoch interruption driven by a ticker thread, and
-//! the pooling allocator when the machine can reserve its address space, on-demand allocation
-//! with small reservations when it cannot.
+//! The wasmtime [`Engine`]: Cranelift (or Winch, as configured), epoch interruption driven by
+//! a ticker thread, and the pooling allocator when the machine can reserve its address space,
+//! on-demand allocation with small reservations when it cannot.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    Strategy,
 };
 
-use super::{AllocatorChoice, RuntimeConfig};
+use super::{AllocatorChoice, Compiler, RuntimeConfig};
 
 /// Core instances one component may create. A Rust component built by `wit-component` has a
 /// handful (the main module plus adapter and shim modules); 16 leaves room for composed
@@ -76,14 +77,18 @@ pub struct EngineError {
 
 fn base_config(config: &RuntimeConfig) -> Config {
     let mut c = Config::new();
-    c.wasm_component_model(true)
-        .epoch_interruption(true)
-        .cranelift_opt_level(OptLevel::Speed)
-        // Plugins are synchronous components. Without the component-model-async machinery
-        // a Store skips initialising concurrent-task state, which is measurable per call;
-        // what it rules out is async WIT functions, streams and futures (WASI 0.3 guests).
-        .concurrency_support(false)
-        .wasm_backtrace_max_frames(NonZeroUsize::new(BACKTRACE_FRAMES));
+    c.strategy(match config.compiler {
+        Compiler::Cranelift => Strategy::Cranelift,
+        Compiler::Winch => Strategy::Winch,
+    })
+    .wasm_component_model(true)
+    .epoch_interruption(true)
+    .cranelift_opt_level(OptLevel::Speed)
+    // Plugins are synchronous components. Without the component-model-async machinery
+    // a Store skips initialising concurrent-task state, which is measurable per call;
+    // what it rules out is async WIT functions, streams and futures (WASI 0.3 guests).
+    .concurrency_support(false)
+    .wasm_backtrace_max_frames(NonZeroUsize::new(BACKTRACE_FRAMES));
     if config.fuel_enabled() {
         c.consume_fuel(true);
     }
