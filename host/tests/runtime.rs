@@ -311,30 +311,36 @@ async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keep
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn winch_compiled_plugins_keep_every_guarantee_and_work_alike() {
-    let rt = Runtime::new(
-        RuntimeConfig::default()
-            .concurrency(16)
-            .limits(test_limits())
-            .compiler(Compiler::Winch),
-    )
-    .expect("a Winch runtime starts");
-    healthy_call(&load(&rt, "well-behaved").await, "w", "1").await;
-    database_config_call(&load(&rt, "database-config").await, "w", 5432).await;
-    let mut hostile = Vec::new();
-    for name in HOSTILE {
-        let plugin = load(&rt, name).await;
-        let object = target("victim", "1");
-        let cluster = seeded(vec![object.clone()]);
-        hostile.push((
-            name,
-            tokio::spawn(async move { plugin.reconcile(cluster, request(object)).await }),
-        ));
-    }
-    for (name, handle) in hostile {
-        let outcome = handle
-            .await
-            .unwrap_or_else(|e| panic!("{name}'s task failed: {e}"));
-        expect_outcome(name, &outcome);
+    // With both allocators: pooled memories (Auto, where the machine can reserve the pool)
+    // have large reservations and guard pages, on-demand ones small reservations and
+    // explicit bounds checks in the code Winch makes.
+    for allocator in [AllocatorChoice::Auto, AllocatorChoice::OnDemand] {
+        let rt = Runtime::new(
+            RuntimeConfig::default()
+                .concurrency(16)
+                .limits(test_limits())
+                .allocator(allocator)
+                .compiler(Compiler::Winch),
+        )
+        .expect("a Winch runtime starts");
+        healthy_call(&load(&rt, "well-behaved").await, "w", "1").await;
+        database_config_call(&load(&rt, "database-config").await, "w", 5432).await;
+        let mut hostile = Vec::new();
+        for name in HOSTILE {
+            let plugin = load(&rt, name).await;
+            let object = target("victim", "1");
+            let cluster = seeded(vec![object.clone()]);
+            hostile.push((
+                name,
+                tokio::spawn(async move { plugin.reconcile(cluster, request(object)).await }),
+            ));
+        }
+        for (name, handle) in hostile {
+            let outcome = handle
+                .await
+                .unwrap_or_else(|e| panic!("{name}'s task failed ({allocator:?}): {e}"));
+            expect_outcome(name, &outcome);
+        }
     }
     let limits = Limits {
         fuel: Some(50_000_000),
