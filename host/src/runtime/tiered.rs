@@ -12,7 +12,8 @@
 //! - A version nobody holds any more (replaced and not kept for rollback, or removed) is
 //!   not compiled again, or its late result is dropped ([`TieringStats::discarded`]).
 //! - One background compilation at a time: after a burst of new versions, the serving path
-//!   competes with at most one Cranelift compilation.
+//!   competes with at most one Cranelift compilation (which, like every compilation of the
+//!   main engine, may use several threads; its threads are not given a lower OS priority).
 //! - The Winch engine has the main engine's settings (epoch interruption, fuel, limits,
 //!   backtraces) with the on-demand allocator; it is built on the first tiered load only, and
 //!   the epoch ticker ticks it too.
