@@ -521,51 +521,58 @@ fn bytes_of(guest: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn bad_files_are_refused_with_the_reason() {
-    let rt = runtime();
-    let healthy = bytes_of("well-behaved");
+    // A tiered runtime refuses them alike: what Winch cannot compile goes to Cranelift.
+    for rt in [runtime(), tiered_runtime(test_limits())] {
+        let healthy = bytes_of("well-behaved");
 
-    let truncated = healthy[..healthy.len() / 2].to_vec();
-    let msg = load_err(&rt, truncated).await;
-    assert!(msg.starts_with("truncated WebAssembly file"), "{msg}");
+        let truncated = healthy[..healthy.len() / 2].to_vec();
+        let msg = load_err(&rt, truncated).await;
+        assert!(msg.starts_with("truncated WebAssembly file"), "{msg}");
 
-    // Deterministic noise (a linear congruential generator), no wasm magic.
-    let mut x: u32 = 12345;
-    let noise: Vec<u8> = (0..4096)
-        .map(|_| {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            (x >> 16) as u8
-        })
-        .collect();
-    let msg = load_err(&rt, noise).await;
-    assert!(msg.contains("not a WebAssembly file"), "{msg}");
+        // Deterministic noise (a linear congruential generator), no wasm magic.
+        let mut x: u32 = 12345;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                (x >> 16) as u8
+            })
+            .collect();
+        let msg = load_err(&rt, noise).await;
+        assert!(msg.contains("not a WebAssembly file"), "{msg}");
 
-    let core = wat::parse_str("(module (func (export \"run\")))").expect("wat");
-    let msg = load_err(&rt, core).await;
-    assert!(
-        msg.contains("a core WebAssembly module, not a component"),
-        "{msg}"
-    );
+        let core = wat::parse_str("(module (func (export \"run\")))").expect("wat");
+        let msg = load_err(&rt, core).await;
+        assert!(
+            msg.contains("a core WebAssembly module, not a component"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("other-world")).await;
-    assert!(
-        msg.contains("not a wasmop plugin") && msg.contains("greet"),
-        "{msg}"
-    );
+        let msg = load_err(&rt, bytes_of("other-world")).await;
+        assert!(
+            msg.contains("not a wasmop plugin") && msg.contains("greet"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("newer-major")).await;
-    assert!(
-        msg.contains("wasmop:plugin@1.0.0") && msg.contains("wasmop:plugin@0.1.0"),
-        "{msg}"
-    );
+        let msg = load_err(&rt, bytes_of("newer-major")).await;
+        assert!(
+            msg.contains("wasmop:plugin@1.0.0") && msg.contains("wasmop:plugin@0.1.0"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("missing-export")).await;
-    assert!(
-        msg.contains("export is incomplete") && msg.contains("cleanup"),
-        "{msg}"
-    );
+        let msg = load_err(&rt, bytes_of("missing-export")).await;
+        assert!(
+            msg.contains("export is incomplete") && msg.contains("cleanup"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("extra-import")).await;
-    assert!(msg.contains("imports") && msg.contains("extra"), "{msg}");
+        let msg = load_err(&rt, bytes_of("extra-import")).await;
+        assert!(msg.contains("imports") && msg.contains("extra"), "{msg}");
+
+        // Well framed, but not a valid component inside.
+        let invalid = b"\0asm\x0d\0\x01\0\x01\x03abc".to_vec();
+        let msg = load_err(&rt, invalid).await;
+        assert!(msg.starts_with("invalid WebAssembly component"), "{msg}");
+    }
 }
 
 #[test]

@@ -308,17 +308,25 @@ fn compile(
         return Ok((component, stats));
     }
     // Tiered: Winch now, and no artefact (artefacts are Cranelift's; the background
-    // compilation writes it).
+    // compilation writes it). What Winch cannot compile (an instruction it does not
+    // implement, or bytes that are not valid at all) goes to Cranelift, whose verdict counts:
+    // a version Cranelift accepts is never refused because of Winch.
     if let Some(baseline) = inner.tiering.baseline(&inner.config) {
-        let component = Component::new(&baseline.engine, bytes).map_err(LoadError::Compile)?;
-        let stats = LoadStats {
-            size: bytes.len(),
-            compile_time: started.elapsed(),
-            from_cache: false,
-            precompiled: false,
-            compiler: Compiler::Winch,
-        };
-        return Ok((component, stats));
+        match Component::new(&baseline.engine, bytes) {
+            Ok(component) => {
+                let stats = LoadStats {
+                    size: bytes.len(),
+                    compile_time: started.elapsed(),
+                    from_cache: false,
+                    precompiled: false,
+                    compiler: Compiler::Winch,
+                };
+                return Ok((component, stats));
+            }
+            Err(error) => {
+                tracing::debug!(digest = %digest.short(), error = %format!("{error:#}"), "Winch cannot compile this version; compiling it with Cranelift");
+            }
+        }
     }
     let component = Component::new(&inner.engine, bytes).map_err(LoadError::Compile)?;
     let compile_time = started.elapsed();
