@@ -6,7 +6,8 @@
 //!
 //! Where the time of a cold plugin load goes, per guest: compiling the component (wasmtime,
 //! Cranelift) under the host's engine settings and under the alternatives considered for the
-//! cold-reload goal, serializing the artefact (what the cache writes), loading it back, and
+//! cold-reload goal (among them Winch, the baseline compiler, also through a whole
+//! `Runtime::load` on a Winch runtime), serializing the artefact (what the cache writes), loading it back, and
 //! the rest of a load (`Runtime::load`: checks, `InstancePre`, `describe`). Each figure is the
 //! median of `WASMOP_BENCH_ROUNDS` rounds (default 5).
 
@@ -14,18 +15,19 @@
 
 use std::time::{Duration, Instant};
 
-use wasmop::runtime::{LoadOptions, Runtime, RuntimeConfig};
+use wasmop::runtime::{Compiler, LoadOptions, Runtime, RuntimeConfig};
 use wasmtime::component::Component;
-use wasmtime::{Config, Engine, OptLevel};
+use wasmtime::{Config, Engine, OptLevel, Strategy};
 
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();
     v[v.len() / 2].as_secs_f64() * 1e3
 }
 
-fn engine(opt: OptLevel, parallel: bool) -> Engine {
+fn engine(strategy: Strategy, opt: OptLevel, parallel: bool) -> Engine {
     let mut c = Config::new();
-    c.wasm_component_model(true)
+    c.strategy(strategy)
+        .wasm_component_model(true)
         .epoch_interruption(true)
         .concurrency_support(false)
         .cranelift_opt_level(opt)
@@ -45,10 +47,32 @@ fn main() {
     let runtime = tokio
         .block_on(async { Runtime::new(RuntimeConfig::default().concurrency(4)) })
         .unwrap();
+    // The host's engine, allocator and load path with Winch as the compiler.
+    let winch_runtime = tokio
+        .block_on(async {
+            Runtime::new(
+                RuntimeConfig::default()
+                    .concurrency(4)
+                    .compiler(Compiler::Winch),
+            )
+        })
+        .unwrap();
     let variants = [
-        ("speed, parallel (host)", OptLevel::Speed, true),
-        ("speed, one thread", OptLevel::Speed, false),
-        ("none, parallel", OptLevel::None, true),
+        (
+            "speed, parallel (host)",
+            Strategy::Cranelift,
+            OptLevel::Speed,
+            true,
+        ),
+        (
+            "speed, one thread",
+            Strategy::Cranelift,
+            OptLevel::Speed,
+            false,
+        ),
+        ("none, parallel", Strategy::Cranelift, OptLevel::None, true),
+        ("winch, parallel", Strategy::Winch, OptLevel::Speed, true),
+        ("winch, one thread", Strategy::Winch, OptLevel::Speed, false),
     ];
     println!("cold load cost, median of {rounds} rounds");
     for guest in [
@@ -59,8 +83,8 @@ fn main() {
     ] {
         let bytes = std::fs::read(wasmop_test_guests::component(guest)).unwrap();
         println!("{guest} ({} KB)", bytes.len() / 1000);
-        for (label, opt, parallel) in variants {
-            let engine = engine(opt, parallel);
+        for (label, strategy, opt, parallel) in variants {
+            let engine = engine(strategy, opt, parallel);
             let times = (0..rounds)
                 .map(|_| {
                     let t = Instant::now();
@@ -70,7 +94,7 @@ fn main() {
                 .collect();
             println!("  compile, {label:<26} {:>8.1} ms", median(times));
         }
-        let engine = engine(OptLevel::Speed, true);
+        let engine = engine(Strategy::Cranelift, OptLevel::Speed, true);
         let component = Component::new(&engine, &bytes).unwrap();
         let mut size = 0;
         let times = (0..rounds)
@@ -105,6 +129,20 @@ fn main() {
         println!(
             "  Runtime::load, besides compiling    {:>8.1} ms",
             median(rest)
+        );
+        let times = (0..rounds)
+            .map(|_| {
+                let t = Instant::now();
+                let plugin = tokio
+                    .block_on(winch_runtime.load(bytes.clone(), LoadOptions::default()))
+                    .unwrap();
+                assert!(!plugin.load_stats().from_cache);
+                t.elapsed()
+            })
+            .collect();
+        println!(
+            "  Runtime::load on Winch, whole       {:>8.1} ms",
+            median(times)
         );
     }
 }

@@ -15,6 +15,9 @@
 //! call, teardown) apart from the guest's own work; it is also called, interleaved, with the
 //! object as a `Value` (the offline harness's path), which the call trims, writes and drops.
 //!
+//! The same plugin compiled by Winch, wasmtime's baseline compiler, is called interleaved with
+//! the Cranelift one: what running on baseline code costs a reconcile.
+//!
 //! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000).
 //!
 //! The figures measured on the 2-core development machine, and what the remaining cost is
@@ -34,7 +37,9 @@ use wasmop::cluster::{
     Cluster, ClusterError, Event, EventType, GroupVersionKind, ObjectRef, Patch,
 };
 use wasmop::plugin::PluginName;
-use wasmop::runtime::{LoadOptions, Outcome, Request, RequestObject, Runtime, RuntimeConfig};
+use wasmop::runtime::{
+    Compiler, LoadOptions, Outcome, Request, RequestObject, Runtime, RuntimeConfig,
+};
 
 /// A cluster that answers like an API server without doing the work: apply returns the
 /// applied object, patch-status returns the stored Database. Both paths use it, so the
@@ -263,6 +268,15 @@ fn main() -> anyhow::Result<()> {
             plugin.load_stats().from_cache,
             "second load comes from the cache"
         );
+        // The same plugin compiled by Winch, the baseline compiler, with the same settings.
+        let winch_runtime = Runtime::new(config().compiler(Compiler::Winch))?;
+        let winch = winch_runtime
+            .load(bytes.clone(), LoadOptions::default())
+            .await?;
+        anyhow::ensure!(
+            !winch.load_stats().from_cache,
+            "the Winch engine takes no Cranelift artefact"
+        );
 
         let object = database();
         let object_bytes = object.to_string().len();
@@ -287,21 +301,33 @@ fn main() -> anyhow::Result<()> {
             "database-config failed: {first}"
         );
         native_reconcile(cluster.as_ref(), &name, &request).await?;
+        let first = winch.reconcile(cluster.clone(), text_request.clone()).await;
+        anyhow::ensure!(
+            first == Outcome::Action(wasmop::runtime::Action::Done),
+            "database-config on Winch failed: {first}"
+        );
 
         let mut wasm = Vec::with_capacity(calls);
+        let mut wasm_winch = Vec::with_capacity(calls);
         let mut native = Vec::with_capacity(calls);
-        // Interleave the two so machine noise hits both alike.
+        // Interleave the three so machine noise hits them alike.
         for i in 0..(warmup + calls) {
             let r = text_request.clone();
             let t = Instant::now();
             let outcome = plugin.reconcile(cluster.clone(), r).await;
             let w = t.elapsed();
             anyhow::ensure!(outcome.is_success(), "{outcome}");
+            let r = text_request.clone();
+            let t = Instant::now();
+            let outcome = winch.reconcile(cluster.clone(), r).await;
+            let ww = t.elapsed();
+            anyhow::ensure!(outcome.is_success(), "{outcome}");
             let t = Instant::now();
             native_reconcile(cluster.as_ref(), &name, &request).await?;
             let n = t.elapsed();
             if i >= warmup {
                 wasm.push(w);
+                wasm_winch.push(ww);
                 native.push(n);
             }
         }
@@ -333,6 +359,7 @@ fn main() -> anyhow::Result<()> {
             }
         }
         let (w, n, f) = (stats(wasm), stats(native), stats(fixed));
+        let ww = stats(wasm_winch);
         let fv = stats(fixed_value);
         println!(
             "database-config dispatch benchmark: {calls} calls each after {warmup} warm-up calls"
@@ -361,6 +388,16 @@ fn main() -> anyhow::Result<()> {
             "  wasm reconcile:    median {:7.2} µs   p99 {:7.2} µs",
             us(w.median),
             us(w.p99)
+        );
+        println!(
+            "  winch compile:     {:.1} ms",
+            winch.load_stats().compile_time.as_secs_f64() * 1e3
+        );
+        println!(
+            "  wasm on winch:     median {:7.2} µs   p99 {:7.2} µs   ratio winch/cranelift {:.2}x",
+            us(ww.median),
+            us(ww.p99),
+            us(ww.median) / us(w.median)
         );
         println!(
             "  noop guest call:   median {:7.2} µs   p99 {:7.2} µs  (fixed cost of a call)",

@@ -16,20 +16,25 @@
 //!   and the watch's propagation of that trigger.
 //! - **end to end** (ConfigMap source): until the object the new version writes is seen
 //!   through the API.
+//! - **Cranelift took over** (cold, tiered): until the host logs that the version's Cranelift
+//!   code, compiled in the background, replaced its Winch code. Each cold round waits for it
+//!   before the next, so no background compilation overlaps a measured change.
 //!
 //! Scenarios: (a) cold compile (no artefact cache; each version made unique by a custom
-//! section), for `reload-probe` (~90 KB, written against the WIT directly), the same plugin
-//! written with the SDK (`tests/hostile/reload-sdk`, ~450 KB) and `configmap-mirror`
-//! (~500 KB, live only); (b) a
+//! section), with tiered compilation (the default: Winch first), for `reload-probe` (~90 KB,
+//! written against the WIT directly), the same plugin written with the SDK
+//! (`tests/hostile/reload-sdk`, ~450 KB) and `configmap-mirror` (~500 KB, live only); the same
+//! first two with `tieredCompilation: false` (Cranelift only), the baseline; (b) a
 //! version whose precompiled artefact is cached; (c) a change of kinds (controller restart).
 //! `WASMOP_BENCH_ROUNDS` sets the rounds per scenario (default 6). Debug builds of the guests
 //! are used (the `wasm` profile the tests use).
 //!
-//! Measured on the 2-core development machine (2026-11-29 20:54 UTC, other builds beside it),
-//! medians: (a) cold 89 KB live 91.2 ms, first reconcile 103.5 ms; cold 450 KB live 394.3 ms,
-//! first reconcile 411.2 ms; cold 502 KB live 295.5 ms; (b) cached live 53.4 ms (50 ms of it the
-//! debounce), first reconcile 65.2 ms; (c) change of kinds live 52.9 ms, first reconcile
-//! 59.5 ms; ConfigMap source cached: live 14.3 ms, first reconcile 35.1 ms, end to end 42.9 ms.
+//! Measured on the 2-core development machine (2026-11-30 00:11 UTC, load average 8-9 from
+//! other builds), medians: (a) cold, tiered: 89 KB live 56.9 ms, first reconcile 80.3 ms,
+//! Cranelift took over at 194.9 ms; 450 KB live 136.5 ms, first reconcile 154.1 ms, Cranelift
+//! at 660.2 ms; 502 KB live 73.6 ms, Cranelift at 428.9 ms; cold, Cranelift only: 89 KB live
+//! 74.7 ms, first reconcile 86.8 ms; 450 KB live 394.9 ms, first reconcile 413.2 ms. The
+//! cached cases of a second run (00:16 UTC, heavier load) are in the README's table.
 //! The README ("Reload latency") says where the cold time goes.
 
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -102,7 +107,7 @@ fn line_time(line: &Value) -> f64 {
     h * 3600.0 + m * 60.0 + s
 }
 
-fn config(env: &TestEnv, cache: Option<&Path>) -> String {
+fn config(env: &TestEnv, cache: Option<&Path>, tiered: bool) -> String {
     let mut text = format!(
         "resyncPeriod: 0s\nplugins:\n  reload-probe:\n    namespaces: [{ns}]\n  configmap-mirror:\n    namespaces: [{ns}]\n    grants: [{{kind: ConfigMap, verbs: [delete]}}]\n",
         ns = env.namespace()
@@ -110,6 +115,7 @@ fn config(env: &TestEnv, cache: Option<&Path>) -> String {
     if let Some(dir) = cache {
         text.push_str(&format!("cacheDirectory: {}\n", dir.display()));
     }
+    text.push_str(&format!("tieredCompilation: {tiered}\n"));
     text
 }
 
@@ -137,6 +143,19 @@ fn touch_inputs(env: &TestEnv) -> tokio::sync::oneshot::Sender<()> {
         }
     });
     stop
+}
+
+/// When the host logs that the Cranelift code of `digest` replaced its Winch code, in ms
+/// after `t0`.
+async fn tiered_up(host: &mut Host, t0: f64, digest: &str) -> f64 {
+    let line = host
+        .wait_log("the Cranelift code to take over", |l| {
+            message(l).starts_with("plugin now runs on Cranelift code")
+                && l["fields"]["digest"] == digest
+                && line_time(l) >= t0
+        })
+        .await;
+    (line_time(&line) - t0) * 1e3
 }
 
 /// One measured change: (live, first reconcile) in ms after `t0`.
@@ -186,7 +205,11 @@ fn summary(label: &str, values: &[f64]) {
     );
 }
 
-/// Directory-source rounds alternating between `versions`, each salted when `cold`.
+/// What a series of rounds measured, in ms: live, first reconcile, Cranelift took over.
+type Rounds = (Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// Directory-source rounds alternating between `versions`, each salted when `cold`; when
+/// `tiered`, each round also waits for the Cranelift code to take over.
 async fn directory_rounds(
     host: &mut Host,
     file: &str,
@@ -194,9 +217,10 @@ async fn directory_rounds(
     rounds: usize,
     cold: bool,
     first: bool,
-) -> (Vec<f64>, Vec<f64>) {
+    tiered: bool,
+) -> Rounds {
     let dir = host.plugin_dir().to_owned();
-    let (mut live, mut firsts) = (Vec::new(), Vec::new());
+    let (mut live, mut firsts, mut tiers) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let base = &versions[(round + 1) % versions.len()];
         let bytes = if cold {
@@ -209,9 +233,12 @@ async fn directory_rounds(
         let (l, f) = measure(host, t0, &digest, first).await;
         live.push(l);
         firsts.extend(f);
+        if tiered {
+            tiers.push(tiered_up(host, t0, &digest).await);
+        }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    (live, firsts)
+    (live, firsts, tiers)
 }
 
 async fn put_configmap(env: &TestEnv, bytes: &[u8]) -> f64 {
@@ -250,33 +277,38 @@ async fn run() {
     let sdk = guest("reload-sdk");
     println!("hot reload, {rounds} rounds per scenario (times from the change)");
 
-    // (a) cold compile: no artefact cache.
-    let mut host = Host::start(&env, &[], &config(&env, None)).await;
+    // (a) cold compile: no artefact cache, tiered (Winch first).
+    let mut host = Host::start(&env, &[], &config(&env, None, true)).await;
     let stop = touch_inputs(&env);
     let dir = host.plugin_dir().to_owned();
     let t0 = write_plugin(&dir, "reload-probe.wasm", &v1).await;
     measure_start(&mut host, t0).await;
-    let (live, first) = directory_rounds(
+    // The start's own background compilation must not overlap the first round.
+    tiered_up(&mut host, t0, &Digest::of(&v1).short()).await;
+    let (live, first, tier) = directory_rounds(
         &mut host,
         "reload-probe.wasm",
         &[v1.clone(), v2.clone()],
         rounds,
         true,
         true,
+        true,
     )
     .await;
-    println!("(a) cold compile, directory source");
+    println!("(a) cold compile, directory source, tiered (Winch, then Cranelift)");
     summary(
         &format!("reload-probe ({} KB): live", v1.len() / 1000),
         &live,
     );
     summary("reload-probe: first reconcile", &first);
+    summary("reload-probe: Cranelift took over", &tier);
     // The same plugin written with the SDK, as plugin authors write them.
-    let (live, first) = directory_rounds(
+    let (live, first, tier) = directory_rounds(
         &mut host,
         "reload-probe.wasm",
         std::slice::from_ref(&sdk),
         rounds,
+        true,
         true,
         true,
     )
@@ -286,64 +318,123 @@ async fn run() {
         &live,
     );
     summary("reload-sdk: first reconcile", &first);
-    write_plugin(&dir, "configmap-mirror.wasm", &mirror).await;
+    summary("reload-sdk: Cranelift took over", &tier);
+    let t0 = write_plugin(&dir, "configmap-mirror.wasm", &mirror).await;
     host.wait_log("configmap-mirror to load", |l| {
         message(l) == "plugin controller starting" && l["fields"]["plugin"] == "configmap-mirror"
     })
     .await;
-    let (live, _) = directory_rounds(
+    tiered_up(&mut host, t0, &Digest::of(&mirror).short()).await;
+    let (live, _, tier) = directory_rounds(
         &mut host,
         "configmap-mirror.wasm",
         std::slice::from_ref(&mirror),
         rounds,
         true,
         false,
+        true,
     )
     .await;
     summary(
         &format!("configmap-mirror ({} KB): live", mirror.len() / 1000),
         &live,
     );
+    summary("configmap-mirror: Cranelift took over", &tier);
+    let _ = stop.send(());
+    host.stop().await;
+
+    // (a) again without tiering: Cranelift compiles every version before it runs.
+    let mut host = Host::start(&env, &[], &config(&env, None, false)).await;
+    let stop = touch_inputs(&env);
+    let t0 = write_plugin(&dir_of(&host), "reload-probe.wasm", &v1).await;
+    measure_start(&mut host, t0).await;
+    let (live, first, _) = directory_rounds(
+        &mut host,
+        "reload-probe.wasm",
+        &[v1.clone(), v2.clone()],
+        rounds,
+        true,
+        true,
+        false,
+    )
+    .await;
+    println!("(a) cold compile, directory source, tieredCompilation: false (Cranelift only)");
+    summary(
+        &format!("reload-probe ({} KB): live", v1.len() / 1000),
+        &live,
+    );
+    summary("reload-probe: first reconcile", &first);
+    let (live, first, _) = directory_rounds(
+        &mut host,
+        "reload-probe.wasm",
+        std::slice::from_ref(&sdk),
+        rounds,
+        true,
+        true,
+        false,
+    )
+    .await;
+    summary(
+        &format!("reload-sdk ({} KB): live", sdk.len() / 1000),
+        &live,
+    );
+    summary("reload-sdk: first reconcile", &first);
     let _ = stop.send(());
     host.stop().await;
 
     // (b) cached artefacts and (c) a change of kinds.
     let cache = tempfile::tempdir().unwrap();
-    let mut host = Host::start(&env, &[], &config(&env, Some(cache.path()))).await;
+    let mut host = Host::start(&env, &[], &config(&env, Some(cache.path()), true)).await;
     let stop = touch_inputs(&env);
     let dir = host.plugin_dir().to_owned();
     let t0 = write_plugin(&dir, "reload-probe.wasm", &v1).await;
     measure_start(&mut host, t0).await;
-    // Warm the cache with every version once.
+    // Warm the cache with every version once: the background Cranelift compilations of their
+    // first (tiered) loads write it.
+    tiered_up(&mut host, t0, &Digest::of(&v1).short()).await;
     directory_rounds(
         &mut host,
         "reload-probe.wasm",
-        &[v1.clone(), v2.clone()],
-        2,
+        std::slice::from_ref(&v2),
+        1,
+        false,
+        false,
+        true,
+    )
+    .await;
+    // And version 1 back in place (from the cache now), as the rounds below expect.
+    directory_rounds(
+        &mut host,
+        "reload-probe.wasm",
+        std::slice::from_ref(&v1),
+        1,
+        false,
         false,
         false,
     )
     .await;
-    let (live, first) = directory_rounds(
+    let (live, first, _) = directory_rounds(
         &mut host,
         "reload-probe.wasm",
         &[v1.clone(), v2.clone()],
         rounds,
         false,
         true,
+        false,
     )
     .await;
     println!("(b) cached artefact, directory source");
     summary("reload-probe: live", &live);
     summary("reload-probe: first reconcile", &first);
     let _ = stop.send(());
-    let (live, first) = directory_rounds(
+    let (live, first, _) = directory_rounds(
         &mut host,
         "reload-probe.wasm",
         &[v1.clone(), kinds.clone()],
         rounds,
         false,
         true,
+        false,
     )
     .await;
     println!("(c) change of kinds (controller restart), cached, directory source");
@@ -354,8 +445,13 @@ async fn run() {
     // End to end through the API: ConfigMap source, cached.
     let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
     let t0 = put_configmap(&env, &v1).await;
-    let mut host =
-        Host::start_with_sources(&env, &[], &[&source], &config(&env, Some(cache.path()))).await;
+    let mut host = Host::start_with_sources(
+        &env,
+        &[],
+        &[&source],
+        &config(&env, Some(cache.path()), true),
+    )
+    .await;
     measure_start(&mut host, t0).await;
     let stop = touch_inputs(&env);
     let outputs: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
@@ -390,6 +486,10 @@ async fn run() {
     summary("reload-probe: first reconcile", &first);
     summary("reload-probe: end to end (output seen via API)", &end);
     host.stop().await;
+}
+
+fn dir_of(host: &Host) -> std::path::PathBuf {
+    host.plugin_dir().to_owned()
 }
 
 /// Waits for the first version to be loaded (not measured).

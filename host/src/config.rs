@@ -107,6 +107,11 @@ pub struct Config {
     pub cache_directory: Option<PathBuf>,
     /// Artefacts made by `wasmop compile`, loaded instead of compiling.
     pub precompiled_directory: Option<PathBuf>,
+    /// Tiered loading: a version without an artefact runs on Winch code at once and on
+    /// Cranelift's once compiled in the background. On by default: a cold reload of a 450 KB
+    /// plugin goes from hundreds of ms of Cranelift to tens of ms of Winch (README, "Reload
+    /// latency"), for calls about a third slower until Cranelift's code takes over.
+    pub tiered_compilation: bool,
     /// The host's own namespace.
     pub namespace: String,
     /// How long a recorded plugin may be missing before its finalizers are released.
@@ -293,6 +298,7 @@ impl Config {
             leader_election,
             cache_directory: raw.cache_directory.map(PathBuf::from),
             precompiled_directory: raw.precompiled_directory.map(PathBuf::from),
+            tiered_compilation: raw.tiered_compilation.unwrap_or(true),
             namespace,
             orphaned_finalizer_grace,
             kubeconfig,
@@ -326,7 +332,8 @@ impl Config {
         let mut config = crate::runtime::RuntimeConfig::default()
             .concurrency(self.concurrency)
             .limits(limits)
-            .consume_fuel(self.any_fuel_budget());
+            .consume_fuel(self.any_fuel_budget())
+            .tiered(self.tiered_compilation);
         if let Some(dir) = &self.cache_directory {
             config = config.cache_dir(dir);
         }
@@ -616,6 +623,16 @@ mod tests {
         // A plugin that appears later without an entry gets the defaults' budget.
         let later = PluginName::new("added-later").expect("name");
         assert_eq!(defaults.plugin(&later).limits.fuel, Some(5000));
+    }
+
+    #[test]
+    fn tiered_compilation_is_on_unless_the_config_turns_it_off() {
+        assert!(parse("").expect("valid").runtime_config().tiered);
+        let off = parse("tieredCompilation: false\n").expect("valid");
+        assert!(!off.runtime_config().tiered);
+        let err = parse("tieredCompilation: sometimes\n").expect_err("not a boolean");
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert!(text.contains("tieredCompilation"), "{text}");
     }
 
     #[test]

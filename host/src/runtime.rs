@@ -1,6 +1,7 @@
 //! The plugin runtime: everything wasmtime. One [`Runtime`] holds the engine, the linker and
-//! the artefact cache; [`Runtime::load`] turns component bytes into a [`Plugin`], whose
-//! [`Plugin::reconcile`] runs one call in a fresh, limited instance and returns an [`Outcome`].
+//! the artefact cache (and, for tiered loading, a Winch engine); [`Runtime::load`] turns
+//! component bytes into a [`Plugin`], whose [`Plugin::reconcile`] runs one call in a fresh,
+//! limited instance and returns an [`Outcome`].
 //!
 //! Callers (the CLI, the offline harness, the controller) never see wasmtime types.
 //!
@@ -21,11 +22,12 @@ mod hostcalls;
 mod loader;
 mod outcome;
 pub mod precompiled;
+mod settings;
+mod tiered;
 mod wasi;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use wasmtime::Engine;
@@ -37,173 +39,11 @@ pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
 pub use self::loader::{LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
+pub use self::settings::{AllocatorChoice, Compiler, Limits, RuntimeConfig};
+pub use self::tiered::TieringStats;
 use crate::cluster::{Cluster, ObjectRef};
 use crate::plugin::{Digest, PluginInfo};
 use crate::policy::{Grants, Policy};
-
-/// Which instance allocator to use.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum AllocatorChoice {
-    /// Probe the pooling allocator at start-up and fall back to on-demand if it fails.
-    #[default]
-    Auto,
-    /// The pooling allocator, or fail.
-    Pooling,
-    /// On-demand allocation with small reservations: slower instantiation, little address
-    /// space. For tools that run one call (`wasmop test`) and for small machines.
-    OnDemand,
-}
-
-/// Per-call limits. Every size a guest controls is capped here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Linear memory per instance. 64 MiB by default: a Rust guest with serde_json working
-    /// on Kubernetes objects (at most 1.5 MiB each in etcd) needs a few MiB.
-    pub memory: u64,
-    /// Wall-clock time per call, host calls included. 10 s by default: far above any sane
-    /// reconcile, short enough that a stuck plugin does not hold a worker for long.
-    pub deadline: Duration,
-    /// Optional fuel (roughly, wasm instructions) per call, for deterministic CPU bounds.
-    pub fuel: Option<u64>,
-    /// Bytes a guest may pass to the host in one call, over all host calls (objects,
-    /// patches, log lines, event fields). 16 MiB by default: etcd caps an object at 1.5 MiB,
-    /// so ten maximal writes fit, and a guest cannot make the host buffer gigabytes.
-    pub host_bytes: u64,
-    /// `kube` and `events` calls per reconcile. 1000 by default: more is a loop, not a
-    /// controller, and would take the API server's client rate limits minutes to serve.
-    pub host_calls: u32,
-    /// Log lines forwarded per call; more are counted and dropped. 200 by default, so a log
-    /// flood cannot drown the host's logs.
-    pub log_lines: u32,
-    /// Bytes kept of one log line (and of one line of stdout/stderr). 4 KiB by default.
-    pub log_line_bytes: usize,
-    /// Bytes of stdout and of stderr captured per call; the rest is dropped. 64 KiB: enough
-    /// for a panic message and backtrace.
-    pub output_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            memory: 64 << 20,
-            deadline: Duration::from_secs(10),
-            fuel: None,
-            host_bytes: 16 << 20,
-            host_calls: 1000,
-            log_lines: 200,
-            log_line_bytes: 4 << 10,
-            output_bytes: 64 << 10,
-        }
-    }
-}
-
-/// How the runtime is set up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeConfig {
-    /// Calls that may run at once, over all plugins; sizes the pooling allocator. 64 by
-    /// default: a controller's worker count, well within a 47-bit address space.
-    pub concurrency: u32,
-    /// Default limits for plugins loaded without their own.
-    pub limits: Limits,
-    /// Where precompiled artefacts are cached; `None` disables the cache.
-    pub cache_dir: Option<PathBuf>,
-    /// A read-only directory of artefacts made by `wasmop compile`, tried after the cache.
-    pub precompiled_dir: Option<PathBuf>,
-    /// The instance allocator.
-    pub allocator: AllocatorChoice,
-    /// A fixed wall-clock time plugins see, for reproducible offline runs (conditions carry
-    /// `lastTransitionTime`); `None` gives them the real time.
-    pub fixed_clock: Option<std::time::SystemTime>,
-    /// How often the epoch advances while calls run. 1 ms: how long a busy guest computes before
-    /// it yields its worker thread to other tasks (other plugins' calls, the host's own API
-    /// traffic), so a plugin spinning at its deadline delays the others by at most about a
-    /// tick per turn; also the granularity of deadlines. A tick costs one atomic increment,
-    /// and the ticker sleeps while no call runs.
-    pub epoch_tick: Duration,
-    /// Whether the engine meters fuel, so that plugins may have fuel budgets. Also on when the
-    /// default `limits` have a budget. Metering costs every call a little (a counter update
-    /// per basic block) and changes the generated code, so it is off unless some plugin needs
-    /// it; plugins without a budget then run with all the fuel there is.
-    pub consume_fuel: bool,
-}
-
-impl Default for RuntimeConfig {
-    fn default() -> Self {
-        Self {
-            concurrency: 64,
-            limits: Limits::default(),
-            cache_dir: None,
-            precompiled_dir: None,
-            allocator: AllocatorChoice::Auto,
-            fixed_clock: None,
-            epoch_tick: Duration::from_millis(1),
-            consume_fuel: false,
-        }
-    }
-}
-
-impl RuntimeConfig {
-    /// Sets how many calls may run at once.
-    #[must_use]
-    pub fn concurrency(mut self, n: u32) -> Self {
-        self.concurrency = n.max(1);
-        self
-    }
-
-    /// Sets the default per-call limits.
-    #[must_use]
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Caches precompiled artefacts in `dir` (created if missing). Loading from the cache
-    /// skips compilation (hundreds of ms) at the price of trusting that directory: anyone who
-    /// can write there can run native code in the host.
-    #[must_use]
-    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache_dir = Some(dir.into());
-        self
-    }
-
-    /// Loads artefacts that `wasmop compile` made (for this architecture) from `dir` when the
-    /// cache has none, instead of compiling. Like the cache, it is trusted: anyone who can
-    /// write there can run native code in the host. Artefacts that do not fit this engine are
-    /// skipped (and the plugin compiled).
-    #[must_use]
-    pub fn precompiled_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.precompiled_dir = Some(dir.into());
-        self
-    }
-
-    /// Shows plugins a fixed wall-clock time (their monotonic clock still runs).
-    #[must_use]
-    pub fn fixed_clock(mut self, at: std::time::SystemTime) -> Self {
-        self.fixed_clock = Some(at);
-        self
-    }
-
-    /// Chooses the instance allocator.
-    #[must_use]
-    pub fn allocator(mut self, allocator: AllocatorChoice) -> Self {
-        self.allocator = allocator;
-        self
-    }
-
-    /// Meters fuel in the engine, so that plugins loaded with a fuel budget can run. Costs
-    /// every call a little and changes the compiled code (artefacts made without it do not
-    /// fit, and are recompiled).
-    #[must_use]
-    pub fn consume_fuel(mut self, on: bool) -> Self {
-        self.consume_fuel = on;
-        self
-    }
-
-    /// Whether the engine meters fuel: asked for, or implied by a default fuel budget.
-    pub fn fuel_enabled(&self) -> bool {
-        self.consume_fuel || self.limits.fuel.is_some()
-    }
-}
 
 /// Why the runtime cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -229,6 +69,8 @@ struct RuntimeInner {
     cache: Option<cache::ArtefactCache>,
     /// Compilations started by [`Runtime::compile_ahead`].
     ahead: ahead::Ahead,
+    /// The Winch engine and the background compilations of tiered loading.
+    tiering: tiered::Tiering,
     config: RuntimeConfig,
     ticker: engine::EpochTicker,
 }
@@ -249,8 +91,10 @@ impl Runtime {
             .cache_dir
             .as_deref()
             .map(|dir| cache::ArtefactCache::new(dir, &engine));
-        let ticker = engine::EpochTicker::start(engine.clone(), config.epoch_tick)
-            .map_err(RuntimeError::Ticker)?;
+        let tiering = tiered::Tiering::new(&config);
+        let ticker =
+            engine::EpochTicker::start(engine.clone(), tiering.ticked_engine(), config.epoch_tick)
+                .map_err(RuntimeError::Ticker)?;
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 engine,
@@ -259,6 +103,7 @@ impl Runtime {
                 mode,
                 cache,
                 ahead: ahead::Ahead::default(),
+                tiering,
                 config,
                 ticker,
             }),
@@ -305,6 +150,16 @@ impl Runtime {
     /// How many compilations started ahead are kept (for tests).
     pub fn compiling_ahead(&self) -> usize {
         self.inner.ahead.len()
+    }
+
+    /// How tiered loading's background compilations went (all zero when it is off).
+    pub fn tiering(&self) -> TieringStats {
+        self.inner.tiering.stats()
+    }
+
+    /// Waits until no background Cranelift compilation of tiered loading is under way.
+    pub async fn tiering_settled(&self) {
+        self.inner.tiering.settled().await;
     }
 
     /// Reads `path` (without blocking the async runtime) and [`load`](Self::load)s it.
@@ -388,7 +243,8 @@ pub(crate) struct PluginInner {
     shared: Arc<call::PluginShared>,
     /// WASI contexts for reuse by this version's calls.
     wasi: wasi::WasiPool,
-    pre: bindings::PluginPre<CallState>,
+    /// The code calls run: Winch's until tiered loading replaces it with Cranelift's.
+    code: Arc<tiered::CodeCell>,
     stats: LoadStats,
 }
 
@@ -436,6 +292,12 @@ impl Plugin {
         &self.inner.stats
     }
 
+    /// Which compiler made the code the next call runs: Winch for a version loaded tiered
+    /// until its Cranelift code has replaced it, Cranelift otherwise.
+    pub fn compiler(&self) -> Compiler {
+        self.inner.code.current().compiler
+    }
+
     /// Runs `reconcile` for one object in a fresh instance. Waits for a free instance slot
     /// first when `concurrency` calls are already running (the wait does not count against
     /// the call's deadline).
@@ -452,7 +314,20 @@ impl Plugin {
         cluster: Arc<dyn Cluster>,
         request: Request,
     ) -> (Outcome, Usage) {
-        dispatch::call(&self.inner, cluster, request, dispatch::Entry::Reconcile).await
+        let (outcome, usage, _) =
+            dispatch::call(&self.inner, cluster, request, dispatch::Entry::Reconcile).await;
+        (outcome, usage)
+    }
+
+    /// [`Plugin::reconcile`], also telling which compiler made the code the call ran on.
+    pub async fn reconcile_on(
+        &self,
+        cluster: Arc<dyn Cluster>,
+        request: Request,
+    ) -> (Outcome, Compiler) {
+        let (outcome, _, compiler) =
+            dispatch::call(&self.inner, cluster, request, dispatch::Entry::Reconcile).await;
+        (outcome, compiler)
     }
 
     /// Runs `cleanup` (for an object with the plugin's finalizer that is being deleted).
@@ -466,7 +341,9 @@ impl Plugin {
         cluster: Arc<dyn Cluster>,
         request: Request,
     ) -> (Outcome, Usage) {
-        dispatch::call(&self.inner, cluster, request, dispatch::Entry::Cleanup).await
+        let (outcome, usage, _) =
+            dispatch::call(&self.inner, cluster, request, dispatch::Entry::Cleanup).await;
+        (outcome, usage)
     }
 }
 

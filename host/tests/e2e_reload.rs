@@ -303,6 +303,60 @@ async fn file_replaced_in_the_plugin_directory_is_swapped_in() {
     host.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_version_serves_at_once_and_its_cranelift_code_takes_over_without_a_reload() {
+    let env = TestEnv::start().await.unwrap();
+    // No artefact cache: every version is cold, so it loads on Winch code first.
+    let mut host = Host::start(&env, &["reload-v1"], &config(&env)).await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+    let tier_up = |version: &'static str| {
+        move |l: &serde_json::Value| {
+            message(l).starts_with("plugin now runs on Cranelift code")
+                && l["fields"]["plugin"] == "reload-probe"
+                && l["fields"]["digest"] == wasmop::Digest::of(&guest(version)).short()
+        }
+    };
+    let line = host
+        .wait_log(
+            "version 1's Cranelift code to take over",
+            tier_up("reload-v1"),
+        )
+        .await;
+    assert!(line["fields"]["winch_ms"].is_u64() && line["fields"]["cranelift_ms"].is_u64());
+
+    // A new version, cold too: swapped in (one reload), then tiered up (no reload).
+    let dir = host.plugin_dir().to_owned();
+    tokio::fs::write(dir.join(".reload-v1.wasm.tmp"), guest("reload-v2"))
+        .await
+        .unwrap();
+    tokio::fs::rename(dir.join(".reload-v1.wasm.tmp"), dir.join("reload-v1.wasm"))
+        .await
+        .unwrap();
+    host.wait_log("the new version to be swapped in", |l| {
+        message(l) == "plugin version swapped" && l["fields"]["version"] == "2"
+    })
+    .await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "2").await;
+    host.wait_log(
+        "version 2's Cranelift code to take over",
+        tier_up("reload-v2"),
+    )
+    .await;
+    // The version keeps serving on its new code.
+    touch_input(&env, "b", &[]).await;
+    wait_version(&env, "b", "2").await;
+    assert_eq!(host.metric(&reloads("loaded")).await, 2.0);
+    let swaps = host
+        .lines()
+        .iter()
+        .filter(|l| message(l) == "plugin version swapped")
+        .count();
+    assert_eq!(swaps, 1, "the tier-ups are not reloads");
+    host.stop().await;
+}
+
 /// Starts the host with `failureThreshold: 2` and `rollback` as given, version 1 serving `a`,
 /// then swaps in the trapping version 4 and makes `a` reconcile again.
 async fn start_then_break(env: &TestEnv, rollback: bool) -> Host {

@@ -1,7 +1,7 @@
 //! Runtime tests with real components (built from `tests/hostile/*` and `plugins/*` by
 //! `wasmop-test-guests`) and the in-memory cluster: healthy calls, every hostile plugin's
 //! typed outcome while a healthy plugin keeps working, bad files, the artefact cache, and
-//! the limits that guard host calls.
+//! the limits that guard host calls, and tiered loading (Winch code first, Cranelift's after).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +13,8 @@ use wasmop::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef,
 use wasmop::plugin::PluginName;
 use wasmop::policy::Policy;
 use wasmop::runtime::{
-    Action, AllocatorChoice, Budget, LimitKind, Limits, LoadError, LoadOptions, Outcome, Plugin,
-    PluginErrorKind, Request, Runtime, RuntimeConfig,
+    Action, AllocatorChoice, Budget, Compiler, LimitKind, Limits, LoadError, LoadOptions, Outcome,
+    Plugin, PluginErrorKind, Request, Runtime, RuntimeConfig, TieringStats,
 };
 
 /// A short deadline keeps the infinite-loop test quick; nothing asserts on durations.
@@ -309,6 +309,62 @@ async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keep
     database_config_call(&example, "after", 5432).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn winch_compiled_plugins_keep_every_guarantee_and_work_alike() {
+    // With both allocators: pooled memories (Auto, where the machine can reserve the pool)
+    // have large reservations and guard pages, on-demand ones small reservations and
+    // explicit bounds checks in the code Winch makes.
+    for allocator in [AllocatorChoice::Auto, AllocatorChoice::OnDemand] {
+        let rt = Runtime::new(
+            RuntimeConfig::default()
+                .concurrency(16)
+                .limits(test_limits())
+                .allocator(allocator)
+                .compiler(Compiler::Winch),
+        )
+        .expect("a Winch runtime starts");
+        healthy_call(&load(&rt, "well-behaved").await, "w", "1").await;
+        database_config_call(&load(&rt, "database-config").await, "w", 5432).await;
+        let mut hostile = Vec::new();
+        for name in HOSTILE {
+            let plugin = load(&rt, name).await;
+            let object = target("victim", "1");
+            let cluster = seeded(vec![object.clone()]);
+            hostile.push((
+                name,
+                tokio::spawn(async move { plugin.reconcile(cluster, request(object)).await }),
+            ));
+        }
+        for (name, handle) in hostile {
+            let outcome = handle
+                .await
+                .unwrap_or_else(|e| panic!("{name}'s task failed ({allocator:?}): {e}"));
+            expect_outcome(name, &outcome);
+        }
+    }
+    let limits = Limits {
+        fuel: Some(50_000_000),
+        ..test_limits()
+    };
+    let metered = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(limits)
+            .compiler(Compiler::Winch),
+    )
+    .expect("a metered Winch runtime starts");
+    let object = target("spin", "1");
+    let outcome = load(&metered, "infinite-loop")
+        .await
+        .reconcile(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Timeout(Budget::Fuel(50_000_000)),
+        "{outcome}"
+    );
+}
+
 #[tokio::test]
 async fn fuel_budget_stops_a_spinning_guest() {
     let limits = Limits {
@@ -465,51 +521,58 @@ fn bytes_of(guest: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn bad_files_are_refused_with_the_reason() {
-    let rt = runtime();
-    let healthy = bytes_of("well-behaved");
+    // A tiered runtime refuses them alike: what Winch cannot compile goes to Cranelift.
+    for rt in [runtime(), tiered_runtime(test_limits())] {
+        let healthy = bytes_of("well-behaved");
 
-    let truncated = healthy[..healthy.len() / 2].to_vec();
-    let msg = load_err(&rt, truncated).await;
-    assert!(msg.starts_with("truncated WebAssembly file"), "{msg}");
+        let truncated = healthy[..healthy.len() / 2].to_vec();
+        let msg = load_err(&rt, truncated).await;
+        assert!(msg.starts_with("truncated WebAssembly file"), "{msg}");
 
-    // Deterministic noise (a linear congruential generator), no wasm magic.
-    let mut x: u32 = 12345;
-    let noise: Vec<u8> = (0..4096)
-        .map(|_| {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            (x >> 16) as u8
-        })
-        .collect();
-    let msg = load_err(&rt, noise).await;
-    assert!(msg.contains("not a WebAssembly file"), "{msg}");
+        // Deterministic noise (a linear congruential generator), no wasm magic.
+        let mut x: u32 = 12345;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                (x >> 16) as u8
+            })
+            .collect();
+        let msg = load_err(&rt, noise).await;
+        assert!(msg.contains("not a WebAssembly file"), "{msg}");
 
-    let core = wat::parse_str("(module (func (export \"run\")))").expect("wat");
-    let msg = load_err(&rt, core).await;
-    assert!(
-        msg.contains("a core WebAssembly module, not a component"),
-        "{msg}"
-    );
+        let core = wat::parse_str("(module (func (export \"run\")))").expect("wat");
+        let msg = load_err(&rt, core).await;
+        assert!(
+            msg.contains("a core WebAssembly module, not a component"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("other-world")).await;
-    assert!(
-        msg.contains("not a wasmop plugin") && msg.contains("greet"),
-        "{msg}"
-    );
+        let msg = load_err(&rt, bytes_of("other-world")).await;
+        assert!(
+            msg.contains("not a wasmop plugin") && msg.contains("greet"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("newer-major")).await;
-    assert!(
-        msg.contains("wasmop:plugin@1.0.0") && msg.contains("wasmop:plugin@0.1.0"),
-        "{msg}"
-    );
+        let msg = load_err(&rt, bytes_of("newer-major")).await;
+        assert!(
+            msg.contains("wasmop:plugin@1.0.0") && msg.contains("wasmop:plugin@0.1.0"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("missing-export")).await;
-    assert!(
-        msg.contains("export is incomplete") && msg.contains("cleanup"),
-        "{msg}"
-    );
+        let msg = load_err(&rt, bytes_of("missing-export")).await;
+        assert!(
+            msg.contains("export is incomplete") && msg.contains("cleanup"),
+            "{msg}"
+        );
 
-    let msg = load_err(&rt, bytes_of("extra-import")).await;
-    assert!(msg.contains("imports") && msg.contains("extra"), "{msg}");
+        let msg = load_err(&rt, bytes_of("extra-import")).await;
+        assert!(msg.contains("imports") && msg.contains("extra"), "{msg}");
+
+        // Well framed, but not a valid component inside.
+        let invalid = b"\0asm\x0d\0\x01\0\x01\x03abc".to_vec();
+        let msg = load_err(&rt, invalid).await;
+        assert!(msg.starts_with("invalid WebAssembly component"), "{msg}");
+    }
 }
 
 #[test]
@@ -852,4 +915,232 @@ async fn a_compilation_started_ahead_is_taken_by_the_load_of_the_same_bytes() {
     assert_eq!(rt.compiling_ahead(), 1);
     rt.discard_ahead();
     assert_eq!(rt.compiling_ahead(), 0);
+}
+
+/// A cluster that holds every call at a gate until it opens, telling when the first one
+/// arrives: a call held there is in flight.
+struct Gated {
+    inner: Arc<MemoryCluster>,
+    open: tokio::sync::watch::Receiver<bool>,
+    entered: Arc<tokio::sync::Notify>,
+}
+
+impl Gated {
+    async fn pass(&self) {
+        self.entered.notify_one();
+        let mut open = self.open.clone();
+        open.wait_for(|o| *o)
+            .await
+            .expect("the gate's sender lives");
+    }
+}
+
+#[async_trait]
+impl Cluster for Gated {
+    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+        self.pass().await;
+        self.inner.get(target).await
+    }
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<Value>, ClusterError> {
+        self.pass().await;
+        self.inner.list(kind, namespace, selector).await
+    }
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        self.pass().await;
+        self.inner.create(object, plugin).await
+    }
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+        self.pass().await;
+        self.inner.apply(object, plugin).await
+    }
+    async fn patch(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.pass().await;
+        self.inner.patch(target, patch, plugin).await
+    }
+    async fn patch_status(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Value>,
+        plugin: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.pass().await;
+        self.inner.patch_status(target, patch, plugin).await
+    }
+    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.pass().await;
+        self.inner.delete(target, plugin).await
+    }
+    async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.pass().await;
+        self.inner.emit_event(event, plugin).await
+    }
+}
+
+fn tiered_runtime(limits: Limits) -> Runtime {
+    Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(16)
+            .limits(limits)
+            .tiered(true),
+    )
+    .expect("a tiered runtime starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiered_load_serves_on_winch_code_until_cranelift_code_of_the_same_digest_takes_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = RuntimeConfig::default()
+        .concurrency(4)
+        .limits(test_limits())
+        .cache_dir(dir.path())
+        .tiered(true);
+    let rt = Runtime::new(config.clone()).expect("runtime");
+    let plugin = load(&rt, "well-behaved").await;
+    assert_eq!(plugin.load_stats().compiler, Compiler::Winch);
+    assert!(!plugin.load_stats().from_cache);
+    // The host's copy with the plugin's settings shares the code of the load.
+    let configured = plugin
+        .with_options(LoadOptions::default())
+        .expect("same options");
+
+    // A call in flight on the Winch code, held in its first host call.
+    let object = target("in-flight", "1");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let cluster = Arc::new(Gated {
+        inner: seeded(vec![object.clone()]),
+        open: gate,
+        entered: Arc::clone(&entered),
+    });
+    let running = plugin.clone();
+    let in_flight =
+        tokio::spawn(async move { running.reconcile_on(cluster, request(object)).await });
+    entered.notified().await;
+    assert_eq!(
+        rt.tiering().promoted,
+        0,
+        "the call took its code before Cranelift's was ready"
+    );
+
+    rt.tiering_settled().await;
+    assert_eq!(
+        rt.tiering(),
+        TieringStats {
+            pending: 0,
+            promoted: 1,
+            discarded: 0,
+            failed: 0
+        }
+    );
+    assert_eq!(plugin.compiler(), Compiler::Cranelift);
+    assert_eq!(configured.compiler(), Compiler::Cranelift);
+    assert_eq!(plugin.digest(), configured.digest(), "the same version");
+
+    // The call in flight finishes on the code it started with.
+    open.send(true).expect("the call waits at the gate");
+    let (outcome, compiler) = in_flight.await.expect("the call's task");
+    assert!(outcome.is_success(), "{outcome}");
+    assert_eq!(compiler, Compiler::Winch);
+    // The next calls run on Cranelift code, and do the same work.
+    let object = target("next", "2");
+    let cluster = seeded(vec![object.clone()]);
+    let (outcome, compiler) = configured.reconcile_on(cluster, request(object)).await;
+    assert!(outcome.is_success(), "{outcome}");
+    assert_eq!(compiler, Compiler::Cranelift);
+    healthy_call(&configured, "after", "3").await;
+
+    // The background compilation wrote the artefact: the next load of these bytes takes it,
+    // with no tiering.
+    let restarted = Runtime::new(config).expect("runtime");
+    let cached = load(&restarted, "well-behaved").await;
+    assert!(cached.load_stats().from_cache);
+    assert_eq!(cached.load_stats().compiler, Compiler::Cranelift);
+    assert_eq!(cached.compiler(), Compiler::Cranelift);
+    assert_eq!(restarted.tiering(), TieringStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_versions_late_cranelift_code_is_discarded() {
+    let rt = tiered_runtime(test_limits());
+    let old = load(&rt, "well-behaved").await;
+    assert_eq!(old.compiler(), Compiler::Winch);
+    let old_digest = old.digest();
+    // Replaced (and not kept) before its Cranelift compilation could end.
+    drop(old);
+    let new = load(&rt, "noop").await;
+    assert_ne!(new.digest(), old_digest);
+    rt.tiering_settled().await;
+    assert_eq!(
+        rt.tiering(),
+        TieringStats {
+            pending: 0,
+            promoted: 1,
+            discarded: 1,
+            failed: 0
+        }
+    );
+    // The new version got its own Cranelift code, and works.
+    assert_eq!(new.compiler(), Compiler::Cranelift);
+    let object = target("new", "1");
+    let (outcome, compiler) = new
+        .reconcile_on(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert!(outcome.is_success(), "{outcome}");
+    assert_eq!(compiler, Compiler::Cranelift);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_plugins_end_in_their_typed_outcomes_on_the_winch_code_of_a_tiered_load() {
+    let rt = tiered_runtime(test_limits());
+    // The largest guest first: its background compilation keeps the hostile ones' queued
+    // behind it while their calls start on Winch code.
+    let example = load(&rt, "database-config").await;
+    let mut hostile = Vec::new();
+    for name in HOSTILE {
+        let plugin = load(&rt, name).await;
+        let object = target("victim", "1");
+        let cluster = seeded(vec![object.clone()]);
+        hostile.push((
+            name,
+            tokio::spawn(async move { plugin.reconcile_on(cluster, request(object)).await }),
+        ));
+    }
+    for (name, handle) in hostile {
+        let (outcome, compiler) = handle
+            .await
+            .unwrap_or_else(|e| panic!("{name}'s task failed: {e}"));
+        assert_eq!(compiler, Compiler::Winch, "{name} ran on Winch code");
+        expect_outcome(name, &outcome);
+    }
+    rt.tiering_settled().await;
+    database_config_call(&example, "tiered", 5432).await;
+    assert_eq!(example.compiler(), Compiler::Cranelift);
+
+    // Fuel on Winch code.
+    let limits = Limits {
+        fuel: Some(50_000_000),
+        ..test_limits()
+    };
+    let metered = tiered_runtime(limits);
+    let object = target("spin", "1");
+    let (outcome, compiler) = load(&metered, "infinite-loop")
+        .await
+        .reconcile_on(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(compiler, Compiler::Winch);
+    assert_eq!(
+        outcome,
+        Outcome::Timeout(Budget::Fuel(50_000_000)),
+        "{outcome}"
+    );
 }

@@ -34,6 +34,8 @@
 //! cacheDirectory: /var/cache/wasmop
 //! # Artefacts made ahead of time by `wasmop compile` (read-only; default: none).
 //! precompiledDirectory: /usr/lib/wasmop/precompiled
+//! # A version without an artefact runs on Winch code at once, Cranelift's later (default: true).
+//! tieredCompilation: true
 //! # The host's own namespace, where it records plugins' finalizers (default: $POD_NAMESPACE,
 //! # else wasmop-system).
 //! namespace: wasmop-system
@@ -92,6 +94,8 @@ pub struct RawConfig {
     pub cache_directory: Option<String>,
     /// Directory of artefacts made by `wasmop compile`.
     pub precompiled_directory: Option<String>,
+    /// Tiered loading: Winch code first, Cranelift's once compiled in the background.
+    pub tiered_compilation: Option<bool>,
     /// The host's own namespace.
     pub namespace: Option<String>,
     /// Grace period before a missing plugin's finalizers are released.

@@ -40,9 +40,11 @@ pub enum DeclarationError {
     Finalizer(String),
 }
 
-/// Calls `describe` in a fresh instance and validates what it returns.
+/// Calls `describe` in a fresh instance of `pre` (compiled by `engine`: the main one, or the
+/// Winch engine of a tiered load) and validates what it returns.
 pub async fn describe(
     runtime: &Runtime,
+    engine: &wasmtime::Engine,
     pre: &PluginPre<CallState>,
     limits: &Limits,
 ) -> Result<PluginInfo, LoadError> {
@@ -66,7 +68,7 @@ pub async fn describe(
     let metered = runtime.inner.config.fuel_enabled();
     // Epochs advance (deadline, yields) while `describe` may run guest code.
     let _ticking = runtime.inner.ticker.ticking();
-    let mut store = new_store(&runtime.inner.engine, state, metered, limits.fuel).map_err(|e| {
+    let mut store = new_store(engine, state, metered, limits.fuel).map_err(|e| {
         LoadError::Describe(Outcome::Trap {
             message: format!("{e:#}"),
             backtrace: vec![],

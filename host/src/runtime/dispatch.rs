@@ -13,7 +13,7 @@ use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
 use super::hostcalls::{json_text, to_wit_ref};
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
 use super::wasi::{self, Printed};
-use super::{Limits, Request};
+use super::{Compiler, Limits, Request};
 use super::{PluginInner, RequestObject};
 use crate::cluster::{Cluster, ObjectRef};
 
@@ -56,13 +56,13 @@ pub fn new_store(
     Ok(store)
 }
 
-/// Runs one call of `plugin`.
+/// Runs one call of `plugin`; also tells which compiler made the code it ran on.
 pub async fn call(
     plugin: &PluginInner,
     cluster: Arc<dyn Cluster>,
     request: Request,
     entry: Entry,
-) -> (Outcome, Usage) {
+) -> (Outcome, Usage, Compiler) {
     // One span per reconcile: the controller opens it (with these fields) around the whole
     // reconcile, finalizer handling included; only a caller that did not (the offline
     // harness) gets it here.
@@ -102,8 +102,10 @@ async fn run(
     cluster: Arc<dyn Cluster>,
     request: Request,
     entry: Entry,
-) -> (Outcome, Usage) {
+) -> (Outcome, Usage, Compiler) {
     let limits = &plugin.shared.limits;
+    // The code current now runs this whole call, even if tiered loading replaces it meanwhile.
+    let code = plugin.code.current();
     // Never fails: the semaphore lives as long as the runtime and is never closed.
     let Ok(_slot) = plugin.runtime.slots.acquire().await else {
         unreachable!("the instance-slot semaphore is never closed");
@@ -112,14 +114,14 @@ async fn run(
     let _ticking = plugin.runtime.ticker.ticking();
     let state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
     let metered = plugin.runtime.config.fuel_enabled();
-    let mut store = match new_store(&plugin.runtime.engine, state, metered, limits.fuel) {
+    let mut store = match new_store(&code.engine, state, metered, limits.fuel) {
         Ok(store) => store,
         Err(e) => {
             let outcome = Outcome::Trap {
                 message: format!("cannot prepare the call: {e:#}"),
                 backtrace: Vec::new(),
             };
-            return (outcome, Usage::default());
+            return (outcome, Usage::default(), code.compiler);
         }
     };
     let wit_request = reconciler::Request {
@@ -131,7 +133,7 @@ async fn run(
     };
     let started = Instant::now();
     let call = async {
-        let instance = plugin.pre.instantiate_async(&mut store).await?;
+        let instance = code.pre.instantiate_async(&mut store).await?;
         let exports = instance.wasmop_plugin_reconciler();
         match entry {
             Entry::Reconcile => exports.call_reconcile(&mut store, &wit_request).await,
@@ -174,7 +176,7 @@ async fn run(
     // Dropping the instance returns its slot to the pool; the WASI context goes back to the
     // plugin for its next call.
     store.into_data().recycle(plugin);
-    (outcome, usage)
+    (outcome, usage, code.compiler)
 }
 
 /// Logs how a call ended. The span carries the plugin and object too, but it is at INFO and

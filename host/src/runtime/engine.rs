@@ -1,17 +1,20 @@
-//! The one wasmtime [`Engine`]: Cranelift, epoch interruption driven by a ticker thread, and
-//! the pooling allocator when the machine can reserve its address space, on-demand allocation
-//! with small reservations when it cannot.
+//! The wasmtime [`Engine`]s: the main one (Cranelift, or Winch as configured) with the pooling
+//! allocator when the machine can reserve its address space, on-demand allocation with small
+//! reservations when it cannot; the Winch engine of tiered loading (on-demand); and the epoch
+//! ticker thread that drives both engines' epoch interruption.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    Strategy,
 };
 
-use super::{AllocatorChoice, RuntimeConfig};
+use super::tiered::Baseline;
+use super::{AllocatorChoice, Compiler, RuntimeConfig};
 
 /// Core instances one component may create. A Rust component built by `wit-component` has a
 /// handful (the main module plus adapter and shim modules); 16 leaves room for composed
@@ -74,16 +77,30 @@ pub struct EngineError {
     source: wasmtime::Error,
 }
 
+impl EngineError {
+    /// The Winch engine's linker could not be populated (a host bug).
+    pub fn linker(source: wasmtime::Error) -> Self {
+        Self {
+            mode: "linking the host's imports for Winch",
+            source,
+        }
+    }
+}
+
 fn base_config(config: &RuntimeConfig) -> Config {
     let mut c = Config::new();
-    c.wasm_component_model(true)
-        .epoch_interruption(true)
-        .cranelift_opt_level(OptLevel::Speed)
-        // Plugins are synchronous components. Without the component-model-async machinery
-        // a Store skips initialising concurrent-task state, which is measurable per call;
-        // what it rules out is async WIT functions, streams and futures (WASI 0.3 guests).
-        .concurrency_support(false)
-        .wasm_backtrace_max_frames(NonZeroUsize::new(BACKTRACE_FRAMES));
+    c.strategy(match config.compiler {
+        Compiler::Cranelift => Strategy::Cranelift,
+        Compiler::Winch => Strategy::Winch,
+    })
+    .wasm_component_model(true)
+    .epoch_interruption(true)
+    .cranelift_opt_level(OptLevel::Speed)
+    // Plugins are synchronous components. Without the component-model-async machinery
+    // a Store skips initialising concurrent-task state, which is measurable per call;
+    // what it rules out is async WIT functions, streams and futures (WASI 0.3 guests).
+    .concurrency_support(false)
+    .wasm_backtrace_max_frames(NonZeroUsize::new(BACKTRACE_FRAMES));
     if config.fuel_enabled() {
         c.consume_fuel(true);
     }
@@ -144,6 +161,20 @@ pub fn for_target(
     Engine::new(&c)
 }
 
+/// The Winch engine of tiered loading: the settings of the main engine (epoch interruption,
+/// fuel, limits, backtraces) with Winch as the compiler and the on-demand allocator, so that it
+/// reserves no pool beside the main engine's; its code runs only until Cranelift's replaces it.
+pub fn build_baseline(config: &RuntimeConfig) -> Result<Engine, EngineError> {
+    let winch = RuntimeConfig {
+        compiler: Compiler::Winch,
+        ..config.clone()
+    };
+    Engine::new(&on_demand(&winch)).map_err(|source| EngineError {
+        mode: "Winch, on-demand allocation",
+        source,
+    })
+}
+
 /// Builds the engine as `config.allocator` asks, probing the pooling allocator first in
 /// `Auto` mode: reserving the pool's address space is what fails on small machines.
 pub fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineError> {
@@ -183,7 +214,7 @@ pub fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineEr
     Ok(built)
 }
 
-/// Advances the engine's epoch every tick on a plain thread (it only sleeps and increments
+/// Advances the engines' epochs every tick on a plain thread (it only sleeps and increments
 /// an atomic, so it needs no async runtime) while any call is running, and sleeps without
 /// waking while none is: an idle host does not wake up a thousand times a second. Stops when
 /// dropped.
@@ -200,9 +231,19 @@ struct TickerShared {
 }
 
 impl EpochTicker {
-    /// Starts the ticker thread; it ticks only while some call holds a [`Ticking`].
-    pub fn start(engine: Engine, tick: Duration) -> std::io::Result<Self> {
-        Self::start_with(tick, move || engine.increment_epoch())
+    /// Starts the ticker thread; it ticks only while some call holds a [`Ticking`]. It ticks
+    /// `engine`, and the Winch engine once `baseline` holds one.
+    pub fn start(
+        engine: Engine,
+        baseline: Arc<OnceLock<Option<Baseline>>>,
+        tick: Duration,
+    ) -> std::io::Result<Self> {
+        Self::start_with(tick, move || {
+            engine.increment_epoch();
+            if let Some(Some(baseline)) = baseline.get() {
+                baseline.engine.increment_epoch();
+            }
+        })
     }
 
     /// The ticker, calling `on_tick` for each tick.

@@ -1,18 +1,23 @@
 //! Loading a plugin version: check the bytes are a component of a compatible
 //! `wasmop:plugin` world, compile it (or take the cached artefact), call `describe` once,
-//! derive its grants, and keep an `InstancePre` for fast per-call instantiation.
+//! derive its grants, and keep an `InstancePre` for fast per-call instantiation. With tiered
+//! loading, a version without an artefact is compiled by Winch and its Cranelift compilation
+//! starts in the background ([`super::tiered`]).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::bindings::PluginPre;
-use super::call::{CallState, PluginShared};
+use super::call::PluginShared;
 use super::describe::{DeclarationError, describe};
 use super::outcome::Outcome;
+use super::tiered::{Code, CodeCell, promote_later};
 use super::wasi::WasiPool;
-use super::{LoadOptions, PluginInner, Runtime};
+use super::{Compiler, LoadOptions, PluginInner, Runtime};
 use crate::plugin::{Digest, PluginInfo};
 use crate::policy::{Grants, PolicyError};
 
@@ -166,6 +171,10 @@ pub struct LoadStats {
     pub from_cache: bool,
     /// Whether it came from the precompiled directory (`wasmop compile`).
     pub precompiled: bool,
+    /// The compiler whose code it was loaded with: Winch for a tiered load without an
+    /// artefact (Cranelift's code replaces it later: [`super::Plugin::compiler`] tells which
+    /// runs now), otherwise the runtime's compiler.
+    pub compiler: Compiler,
 }
 
 /// Checks the framing: magic, binary version and layer, and that every top-level section fits.
@@ -220,8 +229,7 @@ fn split_package_item(name: &str) -> Option<(&str, &str)> {
 
 /// Checks the component's imports and exports by name, for clear messages before wasmtime's
 /// own type-check.
-fn check_world(runtime: &Runtime, component: &Component) -> Result<(), LoadError> {
-    let engine = &runtime.inner.engine;
+fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
@@ -278,6 +286,7 @@ fn compile(
             compile_time: started.elapsed(),
             from_cache: true,
             precompiled: false,
+            compiler: inner.config.compiler,
         };
         return Ok((component, stats));
     }
@@ -294,8 +303,30 @@ fn compile(
             compile_time: started.elapsed(),
             from_cache: true,
             precompiled: true,
+            compiler: inner.config.compiler,
         };
         return Ok((component, stats));
+    }
+    // Tiered: Winch now, and no artefact (artefacts are Cranelift's; the background
+    // compilation writes it). What Winch cannot compile (an instruction it does not
+    // implement, or bytes that are not valid at all) goes to Cranelift, whose verdict counts:
+    // a version Cranelift accepts is never refused because of Winch.
+    if let Some(baseline) = inner.tiering.baseline(&inner.config) {
+        match Component::new(&baseline.engine, bytes) {
+            Ok(component) => {
+                let stats = LoadStats {
+                    size: bytes.len(),
+                    compile_time: started.elapsed(),
+                    from_cache: false,
+                    precompiled: false,
+                    compiler: Compiler::Winch,
+                };
+                return Ok((component, stats));
+            }
+            Err(error) => {
+                tracing::debug!(digest = %digest.short(), error = %format!("{error:#}"), "Winch cannot compile this version; compiling it with Cranelift");
+            }
+        }
     }
     let component = Component::new(&inner.engine, bytes).map_err(LoadError::Compile)?;
     let compile_time = started.elapsed();
@@ -309,6 +340,7 @@ fn compile(
         compile_time,
         from_cache: false,
         precompiled: false,
+        compiler: inner.config.compiler,
     };
     Ok((component, stats))
 }
@@ -335,25 +367,52 @@ pub async fn load(
     check_framing(&bytes)?;
     let limits = check_options(runtime, &options)?;
     let digest = Digest::of(&bytes);
+    // Kept for the background Cranelift compilation of a tiered load.
+    let bytes = Arc::new(bytes);
     // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads.
     let task = match runtime.inner.ahead.take(&digest) {
         Some(started) => started,
         None => {
             let rt = runtime.clone();
+            let bytes = Arc::clone(&bytes);
             tokio::task::spawn_blocking(move || compile(&rt, &bytes, &digest))
         }
     };
     let (component, stats) = task.await.map_err(LoadError::Task)??;
-    check_world(runtime, &component)?;
-    let instance_pre = runtime
-        .inner
-        .linker
+    let inner = &runtime.inner;
+    // The main engine's code, or the Winch engine's (a tiered load without an artefact).
+    let baseline = !Engine::same(component.engine(), &inner.engine);
+    let (engine, linker) = if baseline {
+        let Some(b) = inner.tiering.baseline(&inner.config) else {
+            unreachable!("Winch code comes from the Winch engine, which was built for it");
+        };
+        (&b.engine, &b.linker)
+    } else {
+        (&inner.engine, &inner.linker)
+    };
+    check_world(engine, &component)?;
+    let instance_pre = linker
         .instantiate_pre(&component)
         .map_err(LoadError::ImportMismatch)?;
     let pre = PluginPre::new(instance_pre).map_err(LoadError::MissingExports)?;
-    let info = describe(runtime, &pre, &limits).await?;
+    let info = describe(runtime, engine, &pre, &limits).await?;
     let grants = Grants::new(&info, &options.policy)?;
-    tracing::info!(plugin = %info.name, version = %info.version, digest = %digest.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, "plugin loaded");
+    let code = CodeCell::new(Code {
+        engine: engine.clone(),
+        pre,
+        compiler: stats.compiler,
+    });
+    if baseline {
+        promote_later(
+            runtime,
+            bytes,
+            digest,
+            info.name.clone(),
+            &code,
+            stats.compile_time,
+        );
+    }
+    tracing::info!(plugin = %info.name, version = %info.version, digest = %digest.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, "plugin loaded");
     Ok(super::Plugin {
         inner: std::sync::Arc::new(plugin_inner(
             runtime,
@@ -365,7 +424,7 @@ pub async fn load(
             },
             info,
             digest,
-            pre,
+            code,
             stats,
         )),
     })
@@ -395,7 +454,7 @@ pub fn with_options(
             },
             inner.info.clone(),
             inner.digest,
-            inner.pre.clone(),
+            Arc::clone(&inner.code),
             inner.stats.clone(),
         )),
     })
@@ -408,7 +467,7 @@ fn plugin_inner(
     shared: PluginShared,
     info: PluginInfo,
     digest: Digest,
-    pre: PluginPre<CallState>,
+    code: Arc<CodeCell>,
     stats: LoadStats,
 ) -> PluginInner {
     let config = &runtime.inner.config;
@@ -423,7 +482,7 @@ fn plugin_inner(
         info,
         digest,
         wasi,
-        pre,
+        code,
         stats,
     }
 }

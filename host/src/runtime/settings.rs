@@ -1,0 +1,208 @@
+//! How a [`super::Runtime`] is set up: the instance allocator, the compiler, tiered loading,
+//! the artefact directories and the default per-call [`Limits`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which instance allocator to use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AllocatorChoice {
+    /// Probe the pooling allocator at start-up and fall back to on-demand if it fails.
+    #[default]
+    Auto,
+    /// The pooling allocator, or fail.
+    Pooling,
+    /// On-demand allocation with small reservations: slower instantiation, little address
+    /// space. For tools that run one call (`wasmop test`) and for small machines.
+    OnDemand,
+}
+
+/// Which wasmtime compiler turns plugins into machine code (and which made the code a
+/// version runs now: see [`Plugin::compiler`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Compiler {
+    /// Cranelift, the optimising compiler: the fastest code, hundreds of ms to compile a
+    /// plugin of a few hundred KB.
+    #[default]
+    Cranelift,
+    /// Winch, wasmtime's baseline (single-pass) compiler: compiles several times faster,
+    /// for slower code. x86_64 and aarch64 only.
+    Winch,
+}
+
+/// Per-call limits. Every size a guest controls is capped here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory per instance. 64 MiB by default: a Rust guest with serde_json working
+    /// on Kubernetes objects (at most 1.5 MiB each in etcd) needs a few MiB.
+    pub memory: u64,
+    /// Wall-clock time per call, host calls included. 10 s by default: far above any sane
+    /// reconcile, short enough that a stuck plugin does not hold a worker for long.
+    pub deadline: Duration,
+    /// Optional fuel (roughly, wasm instructions) per call, for deterministic CPU bounds.
+    pub fuel: Option<u64>,
+    /// Bytes a guest may pass to the host in one call, over all host calls (objects,
+    /// patches, log lines, event fields). 16 MiB by default: etcd caps an object at 1.5 MiB,
+    /// so ten maximal writes fit, and a guest cannot make the host buffer gigabytes.
+    pub host_bytes: u64,
+    /// `kube` and `events` calls per reconcile. 1000 by default: more is a loop, not a
+    /// controller, and would take the API server's client rate limits minutes to serve.
+    pub host_calls: u32,
+    /// Log lines forwarded per call; more are counted and dropped. 200 by default, so a log
+    /// flood cannot drown the host's logs.
+    pub log_lines: u32,
+    /// Bytes kept of one log line (and of one line of stdout/stderr). 4 KiB by default.
+    pub log_line_bytes: usize,
+    /// Bytes of stdout and of stderr captured per call; the rest is dropped. 64 KiB: enough
+    /// for a panic message and backtrace.
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory: 64 << 20,
+            deadline: Duration::from_secs(10),
+            fuel: None,
+            host_bytes: 16 << 20,
+            host_calls: 1000,
+            log_lines: 200,
+            log_line_bytes: 4 << 10,
+            output_bytes: 64 << 10,
+        }
+    }
+}
+
+/// How the runtime is set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeConfig {
+    /// Calls that may run at once, over all plugins; sizes the pooling allocator. 64 by
+    /// default: a controller's worker count, well within a 47-bit address space.
+    pub concurrency: u32,
+    /// Default limits for plugins loaded without their own.
+    pub limits: Limits,
+    /// Where precompiled artefacts are cached; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// A read-only directory of artefacts made by `wasmop compile`, tried after the cache.
+    pub precompiled_dir: Option<PathBuf>,
+    /// The instance allocator.
+    pub allocator: AllocatorChoice,
+    /// A fixed wall-clock time plugins see, for reproducible offline runs (conditions carry
+    /// `lastTransitionTime`); `None` gives them the real time.
+    pub fixed_clock: Option<std::time::SystemTime>,
+    /// How often the epoch advances while calls run. 1 ms: how long a busy guest computes before
+    /// it yields its worker thread to other tasks (other plugins' calls, the host's own API
+    /// traffic), so a plugin spinning at its deadline delays the others by at most about a
+    /// tick per turn; also the granularity of deadlines. A tick costs one atomic increment,
+    /// and the ticker sleeps while no call runs.
+    pub epoch_tick: Duration,
+    /// Whether the engine meters fuel, so that plugins may have fuel budgets. Also on when the
+    /// default `limits` have a budget. Metering costs every call a little (a counter update
+    /// per basic block) and changes the generated code, so it is off unless some plugin needs
+    /// it; plugins without a budget then run with all the fuel there is.
+    pub consume_fuel: bool,
+    /// The compiler. Cranelift by default; artefacts made by one do not fit the other.
+    pub compiler: Compiler,
+    /// Tiered loading: a version with no artefact (cache or precompiled directory) is compiled
+    /// by Winch and serves at once, and Cranelift's code replaces it when the background
+    /// compilation ends. Off by default (tools that load a plugin once gain nothing); `wasmop
+    /// run` takes it from the host config. Only with the Cranelift compiler, on x86_64 and
+    /// aarch64.
+    pub tiered: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 64,
+            limits: Limits::default(),
+            cache_dir: None,
+            precompiled_dir: None,
+            allocator: AllocatorChoice::Auto,
+            fixed_clock: None,
+            epoch_tick: Duration::from_millis(1),
+            consume_fuel: false,
+            compiler: Compiler::Cranelift,
+            tiered: false,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// Sets how many calls may run at once.
+    #[must_use]
+    pub fn concurrency(mut self, n: u32) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Sets the default per-call limits.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Caches precompiled artefacts in `dir` (created if missing). Loading from the cache
+    /// skips compilation (hundreds of ms) at the price of trusting that directory: anyone who
+    /// can write there can run native code in the host.
+    #[must_use]
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads artefacts that `wasmop compile` made (for this architecture) from `dir` when the
+    /// cache has none, instead of compiling. Like the cache, it is trusted: anyone who can
+    /// write there can run native code in the host. Artefacts that do not fit this engine are
+    /// skipped (and the plugin compiled).
+    #[must_use]
+    pub fn precompiled_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.precompiled_dir = Some(dir.into());
+        self
+    }
+
+    /// Shows plugins a fixed wall-clock time (their monotonic clock still runs).
+    #[must_use]
+    pub fn fixed_clock(mut self, at: std::time::SystemTime) -> Self {
+        self.fixed_clock = Some(at);
+        self
+    }
+
+    /// Chooses the instance allocator.
+    #[must_use]
+    pub fn allocator(mut self, allocator: AllocatorChoice) -> Self {
+        self.allocator = allocator;
+        self
+    }
+
+    /// Meters fuel in the engine, so that plugins loaded with a fuel budget can run. Costs
+    /// every call a little and changes the compiled code (artefacts made without it do not
+    /// fit, and are recompiled).
+    #[must_use]
+    pub fn consume_fuel(mut self, on: bool) -> Self {
+        self.consume_fuel = on;
+        self
+    }
+
+    /// Chooses the compiler.
+    #[must_use]
+    pub fn compiler(mut self, compiler: Compiler) -> Self {
+        self.compiler = compiler;
+        self
+    }
+
+    /// Loads versions that have no artefact on Winch code first and on Cranelift code once it
+    /// is compiled in the background: a cold load takes a fraction of the time, and its calls
+    /// run slower until the Cranelift code takes over (see [`Runtime::tiering`]).
+    #[must_use]
+    pub fn tiered(mut self, on: bool) -> Self {
+        self.tiered = on;
+        self
+    }
+
+    /// Whether the engine meters fuel: asked for, or implied by a default fuel budget.
+    pub fn fuel_enabled(&self) -> bool {
+        self.consume_fuel || self.limits.fuel.is_some()
+    }
+}
