@@ -50,15 +50,15 @@ struct EchoCluster {
 
 #[async_trait]
 impl Cluster for EchoCluster {
-    async fn get(&self, _: &ObjectRef) -> Result<Value, ClusterError> {
-        Ok(self.database.clone())
+    async fn get(&self, _: &ObjectRef) -> Result<String, ClusterError> {
+        Ok(wasmop::cluster::json_text(&self.database))
     }
     async fn list(
         &self,
         _: &GroupVersionKind,
         _: Option<&str>,
         _: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         Ok(Vec::new())
     }
     async fn create(&self, object: Value, _: &PluginName) -> Result<Value, ClusterError> {

@@ -155,24 +155,41 @@ pub struct Event {
     pub note: String,
 }
 
+/// Room reserved for an object's JSON text: a typical object fits without the buffer
+/// growing (and being copied) several times on the way.
+const JSON_TEXT_CAPACITY: usize = 4 << 10;
+
+/// `value` as the JSON text objects cross the boundary in. Written straight into a buffer:
+/// `Value`'s `Display` goes through `fmt` adapters that cost about twice as much.
+pub fn json_text(value: &Value) -> String {
+    let mut text = Vec::with_capacity(JSON_TEXT_CAPACITY);
+    match serde_json::to_writer(&mut text, value).map(|()| String::from_utf8(text)) {
+        Ok(Ok(text)) => text,
+        // Neither happens: a `Value` always serializes, and serde_json writes UTF-8.
+        _ => value.to_string(),
+    }
+}
+
 /// Kubernetes as the runtime sees it. Every method is one API operation on behalf of one
 /// plugin; the runtime has already checked the plugin's grants before calling.
 ///
 /// Implementations must not block the async runtime. Returned objects are as stored by the
-/// server (with `metadata.resourceVersion` and friends).
+/// server (with `metadata.resourceVersion` and friends). Reads return each object as its
+/// JSON text, the form a plugin receives it in, so a read served from a cache that already
+/// holds the text hands it over without decoding and re-encoding it.
 #[async_trait]
 pub trait Cluster: Send + Sync + 'static {
-    /// Reads one object.
-    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError>;
+    /// Reads one object, as JSON text.
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError>;
 
     /// Lists objects of a kind in one namespace (or all with `None`), optionally filtered by a
-    /// label selector in Kubernetes syntax.
+    /// label selector in Kubernetes syntax; each object as JSON text.
     async fn list(
         &self,
         kind: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError>;
+    ) -> Result<Vec<String>, ClusterError>;
 
     /// Creates an object; `Conflict` if it exists.
     async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError>;

@@ -24,7 +24,7 @@ use serde_json::Value;
 use self::discovery::{Resolved, Resolver};
 use self::errors::retrying;
 use crate::cluster::selector::LabelSelector;
-use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef};
+use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, json_text};
 use crate::events::{EventSink, Record};
 use crate::plugin::PluginName;
 use crate::watches::{CachedObject, CachedObjectError, Watches};
@@ -73,7 +73,7 @@ impl KubeCluster {
         resolved: &Resolved,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         let parsed = selector(label_selector)?;
         if let Some(store) = self.watches.cache_for(&resolved.resource, namespace) {
             return select(store.state(), namespace, parsed.as_ref());
@@ -98,7 +98,7 @@ impl KubeCluster {
                 });
                 let mut v = to_value(o)?;
                 strip(&mut v);
-                Ok(v)
+                Ok(json_text(&v))
             })
             .collect()
     }
@@ -168,12 +168,13 @@ fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
         .map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
 }
 
-/// The cached objects in `namespace` (all with `None`) that `selector` matches, as values.
+/// The cached objects in `namespace` (all with `None`) that `selector` matches, as their
+/// cached JSON text.
 fn select(
     objects: Vec<Arc<CachedObject>>,
     namespace: Option<&str>,
     selector: Option<&LabelSelector>,
-) -> Result<Vec<Value>, ClusterError> {
+) -> Result<Vec<String>, ClusterError> {
     let mut out = Vec::new();
     for obj in objects {
         if namespace.is_some() && obj.meta().namespace.as_deref() != namespace {
@@ -184,16 +185,12 @@ fn select(
         {
             continue;
         }
-        out.push(cached_value(&obj)?);
+        out.push(obj.text().to_owned());
     }
     Ok(out)
 }
 
-fn cached_value(obj: &CachedObject) -> Result<Value, ClusterError> {
-    obj.to_value().map_err(cache_error)
-}
-
-/// A cached object's text that does not decode is a host bug; the plugin gets `other`.
+/// A cached object's text whose labels do not decode is a host bug; the plugin gets `other`.
 fn cache_error(e: CachedObjectError) -> ClusterError {
     ClusterError::Other(crate::controller::chain(&e))
 }
@@ -222,14 +219,14 @@ fn patch_params(patch: &Patch<Value>, plugin: &PluginName) -> PatchParams {
 
 #[async_trait]
 impl Cluster for KubeCluster {
-    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
         if let Some(store) = self
             .watches
             .cache_for(&kind.resource, target.namespace.as_deref())
         {
             return match store.get(&store_ref(&kind, target)) {
-                Some(obj) => cached_value(&obj),
+                Some(obj) => Ok(obj.text().to_owned()),
                 None => Err(ClusterError::NotFound(format!("{target} does not exist"))),
             };
         }
@@ -237,7 +234,7 @@ impl Cluster for KubeCluster {
         let obj = retrying("get", || api.get(&target.name)).await?;
         let mut value = to_value(obj)?;
         strip(&mut value);
-        Ok(value)
+        Ok(json_text(&value))
     }
 
     async fn list(
@@ -245,7 +242,7 @@ impl Cluster for KubeCluster {
         kind: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         let resolved = self.resolver.resolve(kind).await?;
         match (&self.scope, namespace) {
             // A confined plugin's list across all namespaces covers its namespaces only.
@@ -371,11 +368,20 @@ mod tests {
         Arc::new(CachedObject::new(obj, &types).expect("cached"))
     }
 
-    fn names(values: &[Value]) -> Vec<&str> {
-        values
+    fn names(texts: &[String]) -> Vec<String> {
+        texts
             .iter()
-            .filter_map(|v| v["metadata"]["name"].as_str())
+            .map(|t| {
+                parsed(t)["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
             .collect()
+    }
+
+    fn parsed(text: &str) -> Value {
+        serde_json::from_str(text).expect("JSON text")
     }
 
     #[test]
@@ -391,9 +397,11 @@ mod tests {
         let in_a = select(objects.clone(), Some("a"), None).expect("list");
         assert_eq!(names(&in_a), ["web", "db"]);
         let not_web = LabelSelector::parse("app!=web").expect("selector");
+        let db_text = objects[1].text().to_owned();
         let other = select(objects, Some("a"), Some(&not_web)).expect("list");
         assert_eq!(names(&other), ["db"]);
-        assert_eq!(other[0]["apiVersion"], "v1");
-        assert!(other[0]["metadata"].get("managedFields").is_none());
+        assert_eq!(other[0], db_text, "the cached text, handed over as it is");
+        assert_eq!(parsed(&other[0])["apiVersion"], "v1");
+        assert!(parsed(&other[0])["metadata"].get("managedFields").is_none());
     }
 }

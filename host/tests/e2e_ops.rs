@@ -38,10 +38,14 @@ async fn create_target(env: &TestEnv, name: &str, value: &str) {
     .expect("Target created");
 }
 
-fn reconciled(lines: &[Value], name: &str) -> bool {
-    lines.iter().any(|l| {
-        object_ref(l).ends_with(&format!("/{name}")) && message(l) == "reconcile succeeded"
+/// Waits for the host's "reconcile succeeded" line for `name`: the mirror can appear before
+/// the line is logged, so a one-shot look at the log right after it races under load.
+async fn wait_reconciled(host: &mut Host, name: &str) {
+    let suffix = format!("/{name}");
+    host.wait_log(&format!("the reconcile of {name} to be logged"), |l| {
+        object_ref(l).ends_with(&suffix) && message(l) == "reconcile succeeded"
     })
+    .await;
 }
 
 fn any_reconcile(lines: &[Value]) -> bool {
@@ -85,11 +89,7 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_after_a_graceful_st
 
     create_target(&env, "one", "1").await;
     wait_mirrored(&env, "one", "1").await;
-    assert!(
-        reconciled(&a.lines(), "one"),
-        "the leader reconciled: {}",
-        a.log_text()
-    );
+    wait_reconciled(&mut a, "one").await;
     assert!(
         !any_reconcile(&b.lines()),
         "the standby reconciled: {}",
@@ -137,7 +137,7 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_after_a_graceful_st
     );
     create_target(&env, "two", "2").await;
     wait_mirrored(&env, "two", "2").await;
-    assert!(reconciled(&b.lines(), "two"), "{}", b.log_text());
+    wait_reconciled(&mut b, "two").await;
 
     // Crash: B is killed without releasing; C waits for the lease to expire, no sooner.
     let mut c = Host::start(&env, &["well-behaved"], &config).await;
@@ -161,7 +161,7 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_after_a_graceful_st
     );
     create_target(&env, "three", "3").await;
     wait_mirrored(&env, "three", "3").await;
-    assert!(reconciled(&c.lines(), "three"), "{}", c.log_text());
+    wait_reconciled(&mut c, "three").await;
     c.stop().await;
 }
 

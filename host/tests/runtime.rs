@@ -424,7 +424,7 @@ struct Stuck;
 
 #[async_trait]
 impl Cluster for Stuck {
-    async fn get(&self, _: &ObjectRef) -> Result<Value, ClusterError> {
+    async fn get(&self, _: &ObjectRef) -> Result<String, ClusterError> {
         std::future::pending().await
     }
     async fn list(
@@ -432,7 +432,7 @@ impl Cluster for Stuck {
         _: &GroupVersionKind,
         _: Option<&str>,
         _: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         std::future::pending().await
     }
     async fn create(&self, _: Value, _: &PluginName) -> Result<Value, ClusterError> {
@@ -676,7 +676,7 @@ struct Sluggish(MemoryCluster);
 
 #[async_trait]
 impl Cluster for Sluggish {
-    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
         tokio::time::sleep(Duration::from_millis(20)).await;
         self.0.get(target).await
     }
@@ -685,7 +685,7 @@ impl Cluster for Sluggish {
         kind: &GroupVersionKind,
         ns: Option<&str>,
         sel: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         self.0.list(kind, ns, sel).await
     }
     async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {

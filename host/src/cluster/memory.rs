@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 pub use super::journal::{PatchType, Target, Write};
 use super::selector::LabelSelector;
-use super::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch};
+use super::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch, json_text};
 use crate::plugin::PluginName;
 
 /// Storage key: versions of one kind share their objects, as in the API server.
@@ -283,8 +283,10 @@ fn error_text<T>(r: &Result<T, ClusterError>) -> Option<String> {
 
 #[async_trait]
 impl Cluster for MemoryCluster {
-    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
-        self.object(target).ok_or_else(|| not_found(target))
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
+        let state = self.lock();
+        let object = state.objects.get(&Key::from(target));
+        object.map(json_text).ok_or_else(|| not_found(target))
     }
 
     async fn list(
@@ -292,7 +294,7 @@ impl Cluster for MemoryCluster {
         kind: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         let selector = LabelSelector::parse(label_selector.unwrap_or(""))
             .map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let state = self.lock();
@@ -302,7 +304,7 @@ impl Cluster for MemoryCluster {
             .filter(|(k, _)| k.group == kind.group && k.kind == kind.kind)
             .filter(|(k, _)| namespace.is_none() || k.namespace.as_deref() == namespace)
             .filter(|(_, o)| selector.matches(&labels_of(o)))
-            .map(|(_, o)| o.clone())
+            .map(|(_, o)| json_text(o))
             .collect())
     }
 
@@ -453,6 +455,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn get_returns_the_stored_object_as_json_text_and_a_missing_one_is_not_found() {
+        let c = MemoryCluster::new();
+        c.seed([cm("a", json!({"k": "1"}))]).expect("seed");
+        let text = c.get(&cm_ref("a")).await.expect("found");
+        let value: Value = serde_json::from_str(&text).expect("JSON text");
+        assert_eq!(Some(value), c.object(&cm_ref("a")));
+        let err = c.get(&cm_ref("missing")).await.expect_err("missing");
+        assert!(matches!(err, ClusterError::NotFound(_)), "{err}");
+    }
+
+    #[tokio::test]
     async fn list_filters_by_namespace_and_selector() {
         let c = MemoryCluster::new();
         let mut labelled = cm("a", json!({}));
@@ -463,6 +476,8 @@ mod tests {
         assert_eq!(all.len(), 2);
         let web = c.list(&kind, None, Some("app=web")).await.expect("list");
         assert_eq!(web.len(), 1);
+        let web: Value = serde_json::from_str(&web[0]).expect("JSON text");
+        assert_eq!(web["metadata"]["name"], "a");
         let other = c.list(&kind, Some("other"), None).await.expect("list");
         assert!(other.is_empty());
     }

@@ -52,7 +52,7 @@ fn outcome(error: Option<&ClusterError>) -> &'static str {
 
 #[async_trait]
 impl Cluster for Counted {
-    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
         self.count("get", self.inner.get(target).await)
     }
 
@@ -61,7 +61,7 @@ impl Cluster for Counted {
         kind: &GroupVersionKind,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         let result = self.inner.list(kind, namespace, label_selector).await;
         self.count("list", result)
     }

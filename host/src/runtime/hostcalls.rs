@@ -7,8 +7,6 @@ mod events;
 mod kube;
 mod log;
 
-use serde_json::Value;
-
 use super::bindings::wasmop::plugin as wit;
 use super::call::CallState;
 use crate::cluster::{ClusterError, GroupVersionKind, ObjectRef};
@@ -16,20 +14,7 @@ use crate::cluster::{ClusterError, GroupVersionKind, ObjectRef};
 impl wit::types::Host for CallState {}
 impl wit::plugin_info::Host for CallState {}
 
-/// Room reserved for an object's JSON text: a typical object fits without the buffer
-/// growing (and being copied) several times on the way.
-const JSON_TEXT_CAPACITY: usize = 4 << 10;
-
-/// `value` as the JSON text objects cross the boundary in. Written straight into a buffer:
-/// `Value`'s `Display` goes through `fmt` adapters that cost about twice as much.
-pub fn json_text(value: &Value) -> String {
-    let mut text = Vec::with_capacity(JSON_TEXT_CAPACITY);
-    match serde_json::to_writer(&mut text, value).map(|()| String::from_utf8(text)) {
-        Ok(Ok(text)) => text,
-        // Neither happens: a `Value` always serializes, and serde_json writes UTF-8.
-        _ => value.to_string(),
-    }
-}
+pub use crate::cluster::json_text;
 
 /// A host object reference as the WIT record.
 pub fn to_wit_ref(r: &ObjectRef) -> wit::types::ObjectRef {

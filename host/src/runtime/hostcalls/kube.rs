@@ -112,11 +112,7 @@ impl Host for CallState {
         if let Err(e) = self.authorize_ref(Verb::Get, &target) {
             return Ok(Err(to_wit_error(e)));
         }
-        Ok(cluster
-            .get(&target)
-            .await
-            .map(|v| json_text(&v))
-            .map_err(to_wit_error))
+        Ok(cluster.get(&target).await.map_err(to_wit_error))
     }
 
     async fn list(
@@ -141,7 +137,6 @@ impl Host for CallState {
         Ok(cluster
             .list(&kind, namespace.as_deref(), label_selector.as_deref())
             .await
-            .map(|items| items.iter().map(json_text).collect())
             .map_err(to_wit_error))
     }
 
