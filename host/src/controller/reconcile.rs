@@ -275,9 +275,8 @@ async fn report(
     };
     let plugin = ctx.current();
     let plugin = plugin.info().name.as_str();
-    if let Err(error) = ctx.shared.events.publish(plugin, record).await {
-        tracing::warn!(%error, reason, "cannot write the Event");
-    }
+    // Written in the background: a failure is logged and counted by the sink.
+    ctx.shared.events.publish(plugin, record).await;
 }
 
 /// The Event reference of a primary object.
