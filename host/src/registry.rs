@@ -48,12 +48,18 @@ use crate::host::check_grants;
 use crate::orphans;
 use crate::plugin::{Digest, PluginInfo, PluginName};
 use crate::policy::{ExtraPermissions, Policy};
-use crate::runtime::{LoadOptions, Plugin, Runtime};
-use crate::source::{Component, Source, Update};
+use crate::runtime::{LoadError, LoadOptions, Plugin, Runtime};
+use crate::source::{Source, Update};
 
 /// How long start-up waits for every source's first content before it decides which recorded
 /// finalizers are orphaned: a ConfigMap source needs one list from the API.
 const FIRST_CONTENT_WAIT: Duration = Duration::from_secs(30);
+
+/// Versions loaded at once: one per CPU keeps every core busy at start-up while bounding the
+/// memory of cold compilations (each of which Cranelift already spreads over the cores).
+fn parallel_loads() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
 
 /// Where a component is: a source (by position) and its key there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -278,6 +284,7 @@ impl Registry {
             }
         }
         let mut unchanged = Vec::new();
+        let mut new = Vec::new();
         for component in components {
             let origin = Origin {
                 source,
@@ -288,9 +295,29 @@ impl Registry {
                 Some(slot) if slot.digest == digest => unchanged.extend(slot.provides.clone()),
                 _ => {
                     changed = true;
-                    self.offer(origin, digest, component).await;
+                    new.push((origin, digest, component));
                 }
             }
+        }
+        // The new versions load at once, up to one per CPU (compiling or mapping on the
+        // blocking pool, `describe` on the async workers), and are offered in source order as
+        // their loads end: a plugin starts while later ones still load, and precedence among
+        // duplicates stays the source order.
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel_loads()));
+        let loads: Vec<_> = new
+            .into_iter()
+            .map(|(origin, digest, component)| {
+                let (runtime, permits) = (self.runtime.clone(), permits.clone());
+                let load = tokio::spawn(async move {
+                    let _permit = permits.acquire_owned().await;
+                    runtime.load(component.bytes, LoadOptions::default()).await
+                });
+                (origin, digest, load)
+            })
+            .collect();
+        for (origin, digest, load) in loads {
+            let probe = load.await.unwrap_or_else(|e| Err(LoadError::Task(e)));
+            self.offer(origin, digest, probe).await;
         }
         if !changed {
             for name in unchanged {
@@ -304,8 +331,9 @@ impl Registry {
         self.shared.metrics.plugin_reload(plugin, result.label());
     }
 
-    /// Loads a new version found at `origin`, and runs it if it is good.
-    async fn offer(&mut self, origin: Origin, digest: Digest, component: Component) {
+    /// Runs the new version found at `origin` (loaded with the default options as `probe`)
+    /// if it is good.
+    async fn offer(&mut self, origin: Origin, digest: Digest, probe: Result<Plugin, LoadError>) {
         let previous = self.slots.get(&origin).and_then(|s| s.provides.clone());
         let slot = self.slots.entry(origin.clone()).or_insert(Slot {
             digest,
@@ -314,7 +342,7 @@ impl Registry {
         });
         slot.digest = digest;
         slot.shadowed = None;
-        let (plugin, settings) = match self.load(&origin, component).await {
+        let (plugin, settings) = match self.settle(&origin, probe) {
             Ok(loaded) => loaded,
             Err((name, rejection)) => {
                 let label = name.or(previous).map(|n| n.to_string());
@@ -480,27 +508,24 @@ impl Registry {
         }
     }
 
-    async fn load(
+    /// The plugin and its settings from `probe`, the version loaded with the default
+    /// options: the settings depend on the name, which only `describe` tells, so they are
+    /// applied afterwards (no second compilation).
+    fn settle(
         &self,
         origin: &Origin,
-        component: Component,
+        probe: Result<Plugin, LoadError>,
     ) -> Result<(Plugin, PluginSettings), (Option<PluginName>, Rejection)> {
         let source = || self.sources[origin.source].to_string();
         let key = || origin.key.clone();
-        // The settings depend on the name, which only `describe` tells: load with the
-        // defaults first, then apply the plugin's own (no second compilation).
-        let probe = self
-            .runtime
-            .load(component.bytes, LoadOptions::default())
-            .await
-            .map_err(|error| {
-                let rejection = Rejection::Load {
-                    key: key(),
-                    location: source(),
-                    error,
-                };
-                (None, rejection)
-            })?;
+        let probe = probe.map_err(|error| {
+            let rejection = Rejection::Load {
+                key: key(),
+                location: source(),
+                error,
+            };
+            (None, rejection)
+        })?;
         let name = probe.info().name.clone();
         let settings = self.config.plugin(&name).clone();
         check_grants(probe.info(), &settings).map_err(|error| {
