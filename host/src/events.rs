@@ -115,7 +115,11 @@ pub struct Record {
 /// What the writer task is asked to do.
 enum Job {
     /// Write one Event as `wasmop/<plugin>`.
-    Write { plugin: String, record: Record },
+    Write {
+        plugin: String,
+        /// Boxed: a queued job stays small.
+        record: Box<Record>,
+    },
     /// Answer once everything queued before has been written.
     Flush(oneshot::Sender<()>),
 }
@@ -192,7 +196,7 @@ impl EventSink {
         }
         let job = Job::Write {
             plugin: plugin.to_owned(),
-            record,
+            record: Box::new(record),
         };
         if self.queue.send(job).await.is_err() {
             // The writer ends only with its runtime: the host is going away.
@@ -226,7 +230,7 @@ where
         match job {
             Job::Write { plugin, record } => {
                 let reason = record.reason.clone();
-                if let Err(error) = write(plugin.clone(), record).await {
+                if let Err(error) = write(plugin.clone(), *record).await {
                     metrics.event_failed(&plugin);
                     tracing::warn!(plugin, reason, error = %crate::controller::chain(&error), "cannot write the Event");
                 }

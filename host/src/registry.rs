@@ -344,7 +344,8 @@ impl Registry {
         slot.shadowed = None;
         let (plugin, settings) = match self.settle(&origin, probe) {
             Ok(loaded) => loaded,
-            Err((name, rejection)) => {
+            Err(refused) => {
+                let (name, rejection) = *refused;
                 let label = name.or(previous).map(|n| n.to_string());
                 self.reject(&origin, label.as_deref(), &rejection).await;
                 return;
@@ -515,7 +516,7 @@ impl Registry {
         &self,
         origin: &Origin,
         probe: Result<Plugin, LoadError>,
-    ) -> Result<(Plugin, PluginSettings), (Option<PluginName>, Rejection)> {
+    ) -> Result<(Plugin, PluginSettings), Box<Refused>> {
         let source = || self.sources[origin.source].to_string();
         let key = || origin.key.clone();
         let probe = probe.map_err(|error| {
@@ -524,7 +525,7 @@ impl Registry {
                 location: source(),
                 error,
             };
-            (None, rejection)
+            Box::new((None, rejection))
         })?;
         let name = probe.info().name.clone();
         let settings = self.config.plugin(&name).clone();
@@ -534,7 +535,7 @@ impl Registry {
                 location: source(),
                 error,
             };
-            (Some(name.clone()), rejection)
+            Box::new((Some(name.clone()), rejection))
         })?;
         let options = LoadOptions {
             policy: Policy {
@@ -551,11 +552,15 @@ impl Registry {
                 plugin: name.clone(),
                 error,
             };
-            (Some(name.clone()), rejection)
+            Box::new((Some(name.clone()), rejection))
         })?;
         Ok((plugin, settings))
     }
 }
+
+/// Why a loaded version is not run: the plugin's name when `describe` told it, and the
+/// rejection to report (boxed by [`Registry::settle`]: it is large, and the cold path).
+type Refused = (Option<PluginName>, Rejection);
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
