@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;
-use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 use super::PluginCtx;
@@ -48,17 +49,18 @@ impl ReconcileError {
     }
 }
 
-/// The entry point the kube-runtime `Controller` calls.
+/// The entry point the controller's work loop ([`super::runner`]) calls; gives the delay
+/// after which to reconcile the object again, if any.
 pub async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<PluginCtx>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Option<Duration>, ReconcileError> {
     let event_at = ctx.queue.started(
         obj.metadata.namespace.as_deref(),
         obj.metadata.name.as_deref().unwrap_or(""),
     );
     if !ctx.in_scope(&obj) {
-        return Ok(Action::await_change());
+        return Ok(None);
     }
     let target = ctx.target_of(&obj);
     // This reconcile runs to its end on the version current now, even if a new one is
@@ -90,7 +92,7 @@ async fn run(
     ctx: Arc<PluginCtx>,
     plugin: Plugin,
     event_at: Option<tokio::time::Instant>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Option<Duration>, ReconcileError> {
     // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
     // whole call so the host-wide bound covers host calls too.
     let _global = ctx.shared.global.acquire().await.ok();
@@ -123,7 +125,7 @@ async fn run(
             )
         }
         // Being deleted without our finalizer: nothing of ours to do.
-        (_, true) => return Ok(Action::await_change()),
+        (_, true) => return Ok(None),
         (Some(f), false) => {
             let current = if has_finalizer(&obj, f) {
                 obj.clone()
@@ -206,8 +208,8 @@ async fn settle(
     target: &ObjectRef,
     outcome: Outcome,
     cleanup: bool,
-    elapsed: std::time::Duration,
-) -> Action {
+    elapsed: Duration,
+) -> Option<Duration> {
     ctx.streak.record(plugin.digest(), &outcome);
     let plugin = plugin.info().name.as_str();
     ctx.shared.metrics.reconciled(plugin, &outcome, elapsed);
@@ -220,8 +222,8 @@ async fn settle(
             ctx.backoffs.succeeded(target);
             tracing::info!(outcome = %outcome, "{entry} succeeded");
             return match action {
-                runtime::Action::Done => Action::await_change(),
-                runtime::Action::RequeueAfter(d) => Action::requeue(*d),
+                runtime::Action::Done => None,
+                runtime::Action::RequeueAfter(d) => Some(*d),
             };
         }
         Outcome::PluginError {
@@ -231,7 +233,7 @@ async fn settle(
             ctx.backoffs.succeeded(target);
             tracing::warn!(outcome = %outcome, "{entry} failed permanently; waiting for the object to change");
             report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await;
-            return Action::await_change();
+            return None;
         }
         Outcome::Denied(denial) => {
             ctx.shared.metrics.denied(plugin, &denial.verb);
@@ -250,7 +252,7 @@ async fn settle(
         retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
         "{entry} failed; retrying with backoff"
     );
-    Action::requeue(delay)
+    Some(delay)
 }
 
 async fn report(
@@ -292,12 +294,13 @@ pub fn reference(obj: &DynamicObject, target: &ObjectRef) -> ObjectReference {
     }
 }
 
-/// What the controller does when [`reconcile`] itself failed: retry with the object's backoff.
+/// What the controller does when [`reconcile`] itself failed: retry with the object's
+/// backoff (the delay returned).
 pub fn error_policy(
     _obj: Arc<DynamicObject>,
     error: &ReconcileError,
     ctx: Arc<PluginCtx>,
-) -> Action {
+) -> Duration {
     let (delay, failures) = ctx.backoffs.failed(error.target());
     let plugin = ctx.current();
     ctx.shared.metrics.retried(plugin.info().name.as_str());
@@ -309,7 +312,7 @@ pub fn error_policy(
         retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
         "reconcile failed in the host; retrying with backoff"
     );
-    Action::requeue(delay)
+    delay
 }
 
 #[cfg(test)]
