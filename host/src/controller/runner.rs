@@ -11,10 +11,12 @@
 //!   once: a trigger during its reconcile makes it wait again until that reconcile ends
 //!   (controller-runtime's "dirty while processing", as kube-runtime's scheduler holds it).
 //! - At most `concurrency` reconciles run at once (0: no limit); ready objects start in the
-//!   order they became ready, except that an object triggered while it ran goes first when
-//!   its reconcile ends, as kube-runtime's scheduler runs its held objects first: the
-//!   follow-up of a reconcile (its owned object's creation, say) is not queued behind a whole
-//!   backlog (a storm of 1,000 creates would delay every second reconcile by seconds).
+//!   order they became ready. An object triggered while it ran goes to the back when its
+//!   reconcile ends (client-go's workqueue does the same), not to the front as kube-runtime's
+//!   scheduler put its held objects: run at once, the follow-up reads a cache that has not
+//!   yet seen the status the reconcile just wrote, and writes it again (measured: ~1,000
+//!   redundant patches over a 1,000-object convergence, API requests 1.23× native, against
+//!   none at the back).
 //! - A requeue after a delay makes the object ready when the delay ends, unless a trigger
 //!   makes it ready first (the earlier run wins and the requeue is dropped, as in
 //!   kube-runtime's scheduler); of two requeues, the earlier one is kept.
@@ -106,11 +108,11 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     }
 
     /// The reconcile of `key` ended (or never started); if it was triggered meanwhile, it is
-    /// ready again, first in line.
+    /// ready again.
     pub fn done(&mut self, key: &K) {
         self.running.remove(key);
         if self.waiting.contains(key) {
-            self.ready.push_front(key.clone());
+            self.ready.push_back(key.clone());
         }
     }
 
@@ -206,15 +208,8 @@ mod tests {
         q.add("a"); // while running: not ready before its reconcile ends
         assert_eq!(q.pop(), Some("b"));
         assert_eq!(q.pop(), None);
-        q.add("c");
         q.done(&"a");
-        assert_eq!(
-            q.pop(),
-            Some("a"),
-            "triggered while running: first when it ends"
-        );
-        assert_eq!(q.pop(), Some("c"));
-        q.done(&"c");
+        assert_eq!(q.pop(), Some("a"));
         q.done(&"a");
         q.done(&"b");
         assert_eq!((q.pop(), q.len()), (None, 0));
