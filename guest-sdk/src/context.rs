@@ -239,7 +239,8 @@ impl Context {
             .map_err(|e| kube_error("delete", target.to_string(), e))
     }
 
-    /// Records a Kubernetes Event about `regarding`.
+    /// Records a Kubernetes Event about `regarding`. The host writes it in the background: an
+    /// `Ok` means it was queued (or dropped by the host's rate limit), not yet written.
     pub fn event<T: Object>(&self, regarding: &T, event: Event) -> Result<(), Error> {
         let target = ObjectRef::of(regarding)?;
         let record = events::Event {

@@ -1,9 +1,10 @@
-//! One kube-runtime `Controller` per plugin (per namespace when the plugin is confined to
-//! namespaces), fed by the shared watches.
+//! One controller per plugin (per namespace when the plugin is confined to namespaces), fed
+//! by the shared watches: the triggers of its kinds, mapped to primary objects, drive a work
+//! loop ([`runner`]) that calls [`reconcile::reconcile`].
 //!
 //! # Guarantees
 //! - Level-triggered: a reconcile gets the object as it is in the cache now, not the change.
-//! - Never the same object twice at once (kube-runtime's scheduler), at most the plugin's
+//! - Never the same object twice at once ([`runner`]), at most the plugin's
 //!   `concurrency` reconciles of one plugin at once and at most the host's `concurrency` over
 //!   all plugins (a semaphore held for the whole call).
 //! - Errors back off per object ([`backoff`]), exponentially with jitter and a cap; a success
@@ -33,17 +34,18 @@ pub mod finalizer;
 pub mod mapping;
 pub mod queue;
 pub mod reconcile;
+pub mod runner;
 pub mod streak;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, future};
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef as StoreRef;
 use kube::{Client, Resource};
 use tokio::sync::{Semaphore, watch};
 
@@ -141,10 +143,7 @@ impl PluginCtx {
     }
 
     /// Reports the objects a trigger names as queued, and passes them on.
-    fn queued(
-        &self,
-        refs: Vec<kube::runtime::reflector::ObjectRef<CachedObject>>,
-    ) -> Vec<kube::runtime::reflector::ObjectRef<CachedObject>> {
+    fn queued(&self, refs: Vec<StoreRef<CachedObject>>) -> Vec<StoreRef<CachedObject>> {
         for r in &refs {
             self.queue.added(r.namespace.as_deref(), &r.name);
         }
@@ -346,6 +345,7 @@ pub async fn run(
         let mut gen_filter = GenerationFilter::default();
         let every_change = info.reconcile_on_metadata_change;
         let scoped = ctx.clone();
+        let resource = primary_watch.kind().clone();
         let primary_stream = primary_watch.subscribe().filter_map(move |change| {
             let admit = match &change {
                 Change::Deleted(obj) => {
@@ -354,42 +354,40 @@ pub async fn run(
                 }
                 Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(obj.meta())),
             };
-            if admit {
-                let obj = change.object().meta();
-                scoped.queue.added(obj.namespace.as_deref(), obj.name.as_deref().unwrap_or(""));
-            }
-            let out = admit.then(|| Ok::<_, watcher::Error>(change.object().clone()));
+            let out = admit.then(|| {
+                let obj = change.object();
+                let meta = obj.meta();
+                scoped.queue.added(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or(""));
+                StoreRef::from_obj_with(obj, resource.clone())
+            });
             future::ready(out)
         });
-        let mut controller = Controller::for_stream_with(primary_stream, store.clone(), primary_watch.kind().clone())
-            .with_config(ControllerConfig::default().concurrency(settings.concurrency));
+        // Every trigger of this scope's controller, as the primary objects it names.
+        let mut triggers: Vec<BoxStream<'static, StoreRef<CachedObject>>> = vec![primary_stream.boxed()];
         for owned in &kinds.owned {
             let (p, q) = (primary.clone(), ctx.clone());
             let stream = merged(&shared, owned, kinds_scope(owned), None);
-            controller = controller.watches_stream_with(stream, move |child: CachedObject| q.queued(p.owners_of(&child)), Arc::new(owned.resource.clone()));
+            triggers.push(stream.flat_map(move |child| futures::stream::iter(q.queued(p.owners_of(&child)))).boxed());
         }
         for (kind, selector, mapping) in &kinds.watched {
             let (p, q) = (primary.clone(), ctx.clone());
             let mapping = mapping.clone();
             let primaries = store.clone();
             let stream = merged(&shared, kind, kinds_scope(kind), selector.clone());
-            controller = controller.watches_stream_with(
-                stream,
-                move |other: CachedObject| q.queued(p.mapped(&mapping, &other, &primaries)),
-                Arc::new(kind.resource.clone()),
-            );
+            triggers.push(stream.flat_map(move |other| futures::stream::iter(q.queued(p.mapped(&mapping, &other, &primaries)))).boxed());
         }
         if let Some(period) = shared.resync {
             let ticks = futures::stream::unfold(tokio::time::interval_at(tokio::time::Instant::now() + period, period), |mut i| async move {
                 i.tick().await;
                 Some(((), i))
             });
-            controller = controller.reconcile_all_on(ticks);
+            let (all, resource) = (store.clone(), primary_watch.kind().clone());
+            triggers.push(ticks.flat_map(move |()| {
+                let refs: Vec<_> = all.state().iter().map(|o| StoreRef::from_obj_with(&**o, resource.clone())).collect();
+                futures::stream::iter(refs)
+            }).boxed());
         }
-        let mut shutdown = shared.shutdown.clone();
-        controller = controller.graceful_shutdown_on(async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        });
+        let triggers = futures::stream::select_all(triggers);
         let plugin_name = name.clone();
         let queue_ctx = ctx.clone();
         // Every watch this scope's controller reads: the primary kind's and each owned and
@@ -405,6 +403,7 @@ pub async fn run(
         }
         let unsynced = unsynced.clone();
         let (recorded, record_entry) = (recorded.clone(), record_entry.clone());
+        let concurrency = usize::from(settings.concurrency);
         async move {
             let mut shutdown = shared.shutdown.clone();
             tokio::select! {
@@ -434,17 +433,24 @@ pub async fn run(
                     })
                     .await;
             }
-            let reconciling = controller
-                .run(reconcile::reconcile, reconcile::error_policy, ctx)
-                .for_each(|result| {
-                    if let Err(error) = result {
-                        if let kube::runtime::controller::Error::ObjectNotFound(gone) = &error {
-                            queue_ctx.queue.dropped(gone.namespace.as_deref(), &gone.name);
-                        }
-                        tracing::debug!(plugin = %plugin_name, error = %chain(&error), "controller");
+            let stop = async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            };
+            let start = |key: StoreRef<CachedObject>| {
+                let Some(obj) = store.get(&key) else {
+                    queue_ctx.queue.dropped(key.namespace.as_deref(), &key.name);
+                    tracing::debug!(plugin = %plugin_name, object = %key, "object gone before its reconcile");
+                    return None;
+                };
+                let ctx = ctx.clone();
+                Some(async move {
+                    match reconcile::reconcile(obj.clone(), ctx.clone()).await {
+                        Ok(requeue) => requeue,
+                        Err(error) => Some(reconcile::error_policy(obj, &error, ctx)),
                     }
-                    future::ready(())
-                });
+                })
+            };
+            let reconciling = runner::run(triggers, concurrency, start, stop);
             // Without the lease nothing may reconcile: dropping the loop drops in-flight
             // reconciles at their next await point.
             tokio::select! {
@@ -498,7 +504,7 @@ fn merged(
     kind: &Resolved,
     scopes: Vec<Option<String>>,
     selector: Option<LabelSelector>,
-) -> impl Stream<Item = Result<CachedObject, watcher::Error>> + Send + 'static {
+) -> impl Stream<Item = CachedObject> + Send + 'static {
     let streams = scopes.into_iter().map(|ns| {
         shared
             .watches
@@ -512,6 +518,6 @@ fn merged(
     futures::stream::select_all(streams).filter_map(move |change| {
         let obj = change.object();
         let keep = selector.as_ref().is_none_or(|s| selected(s, obj));
-        future::ready(keep.then(|| Ok(obj.clone())))
+        future::ready(keep.then(|| obj.clone()))
     })
 }

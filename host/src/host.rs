@@ -298,10 +298,15 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     }
     drop(updates);
     let shutdown_timeout = config.shutdown_timeout;
-    // The registry runs every plugin's controller and returns once they have all ended: the
-    // shutdown sequence drains it.
+    // The registry runs every plugin's controller and returns once they have all ended; then
+    // the Events their last reconciles queued are written. The shutdown sequence drains both
+    // within the shutdown timeout, before the Lease is released.
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(Registry::new(runtime, config, shared).run(received));
+    let events = shared.events.clone();
+    tasks.spawn(async move {
+        Registry::new(runtime, config, shared).run(received).await;
+        events.flush().await;
+    });
     // Before the release signal the elector ends only when leadership is lost, or when its
     // task failed (then nobody renews the Lease either): both stop the host.
     let lost = async {

@@ -330,11 +330,10 @@ impl Cluster for KubeCluster {
             action: event.action,
             note: event.note,
         };
-        self.events
-            .publish(plugin.as_str(), record)
-            .await
-            .map(|_| ())
-            .map_err(errors::classify)
+        // Queued and written in the background (see crate::events): the API server's answer
+        // comes after this call has returned, so only a refusal here reaches the plugin.
+        self.events.publish(plugin.as_str(), record).await;
+        Ok(())
     }
 }
 

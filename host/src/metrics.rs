@@ -98,6 +98,7 @@ pub struct Metrics {
     denied: Family<DeniedLabels, Counter>,
     host_calls: Family<CallLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
+    events_failed: Family<PluginLabels, Counter>,
     plugin_state: Family<StateLabels, Gauge>,
     plugin_info: Family<InfoLabels, Gauge>,
     load_time: Histograms<LoadLabels>,
@@ -246,6 +247,13 @@ impl Metrics {
             "Kubernetes Events not written because of the per-object rate limit",
             Family::clone(&events_dropped),
         );
+        let events_failed = Family::default();
+        r.register(
+            "wasmop_events_failed",
+            "Kubernetes Events the API server did not accept (written in the background, so \
+             the plugin's call had already returned)",
+            Family::clone(&events_failed),
+        );
         let plugin_state = Family::default();
         r.register(
             "wasmop_plugin_state",
@@ -304,6 +312,7 @@ impl Metrics {
             denied,
             host_calls,
             events_dropped,
+            events_failed,
             plugin_state,
             plugin_info,
             load_time,
@@ -527,6 +536,15 @@ impl Metrics {
     /// Counts one Event dropped by the rate limit.
     pub fn event_dropped(&self, plugin: &str) {
         self.events_dropped
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one Event whose write failed.
+    pub fn event_failed(&self, plugin: &str) {
+        self.events_failed
             .get_or_create(&PluginLabels {
                 plugin: plugin.to_owned(),
             })

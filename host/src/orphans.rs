@@ -277,9 +277,8 @@ async fn release_once(
                         entry.finalizer
                     ),
                 };
-                if let Err(error) = events.publish(plugin, record).await {
-                    tracing::warn!(%error, "cannot write the FinalizerReleased Event");
-                }
+                // Written in the background: a failure is logged and counted by the sink.
+                events.publish(plugin, record).await;
             }
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),

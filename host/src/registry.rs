@@ -48,12 +48,18 @@ use crate::host::check_grants;
 use crate::orphans;
 use crate::plugin::{Digest, PluginInfo, PluginName};
 use crate::policy::{ExtraPermissions, Policy};
-use crate::runtime::{LoadOptions, Plugin, Runtime};
-use crate::source::{Component, Source, Update};
+use crate::runtime::{LoadError, LoadOptions, Plugin, Runtime};
+use crate::source::{Source, Update};
 
 /// How long start-up waits for every source's first content before it decides which recorded
 /// finalizers are orphaned: a ConfigMap source needs one list from the API.
 const FIRST_CONTENT_WAIT: Duration = Duration::from_secs(30);
+
+/// Versions loaded at once: one per CPU keeps every core busy at start-up while bounding the
+/// memory of cold compilations (each of which Cranelift already spreads over the cores).
+fn parallel_loads() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
 
 /// Where a component is: a source (by position) and its key there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -278,6 +284,7 @@ impl Registry {
             }
         }
         let mut unchanged = Vec::new();
+        let mut new = Vec::new();
         for component in components {
             let origin = Origin {
                 source,
@@ -288,9 +295,29 @@ impl Registry {
                 Some(slot) if slot.digest == digest => unchanged.extend(slot.provides.clone()),
                 _ => {
                     changed = true;
-                    self.offer(origin, digest, component).await;
+                    new.push((origin, digest, component));
                 }
             }
+        }
+        // The new versions load at once, up to one per CPU (compiling or mapping on the
+        // blocking pool, `describe` on the async workers), and are offered in source order as
+        // their loads end: a plugin starts while later ones still load, and precedence among
+        // duplicates stays the source order.
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel_loads()));
+        let loads: Vec<_> = new
+            .into_iter()
+            .map(|(origin, digest, component)| {
+                let (runtime, permits) = (self.runtime.clone(), permits.clone());
+                let load = tokio::spawn(async move {
+                    let _permit = permits.acquire_owned().await;
+                    runtime.load(component.bytes, LoadOptions::default()).await
+                });
+                (origin, digest, load)
+            })
+            .collect();
+        for (origin, digest, load) in loads {
+            let probe = load.await.unwrap_or_else(|e| Err(LoadError::Task(e)));
+            self.offer(origin, digest, probe).await;
         }
         if !changed {
             for name in unchanged {
@@ -304,8 +331,9 @@ impl Registry {
         self.shared.metrics.plugin_reload(plugin, result.label());
     }
 
-    /// Loads a new version found at `origin`, and runs it if it is good.
-    async fn offer(&mut self, origin: Origin, digest: Digest, component: Component) {
+    /// Runs the new version found at `origin` (loaded with the default options as `probe`)
+    /// if it is good.
+    async fn offer(&mut self, origin: Origin, digest: Digest, probe: Result<Plugin, LoadError>) {
         let previous = self.slots.get(&origin).and_then(|s| s.provides.clone());
         let slot = self.slots.entry(origin.clone()).or_insert(Slot {
             digest,
@@ -314,9 +342,10 @@ impl Registry {
         });
         slot.digest = digest;
         slot.shadowed = None;
-        let (plugin, settings) = match self.load(&origin, component).await {
+        let (plugin, settings) = match self.settle(&origin, probe) {
             Ok(loaded) => loaded,
-            Err((name, rejection)) => {
+            Err(refused) => {
+                let (name, rejection) = *refused;
                 let label = name.or(previous).map(|n| n.to_string());
                 self.reject(&origin, label.as_deref(), &rejection).await;
                 return;
@@ -480,27 +509,24 @@ impl Registry {
         }
     }
 
-    async fn load(
+    /// The plugin and its settings from `probe`, the version loaded with the default
+    /// options: the settings depend on the name, which only `describe` tells, so they are
+    /// applied afterwards (no second compilation).
+    fn settle(
         &self,
         origin: &Origin,
-        component: Component,
-    ) -> Result<(Plugin, PluginSettings), (Option<PluginName>, Rejection)> {
+        probe: Result<Plugin, LoadError>,
+    ) -> Result<(Plugin, PluginSettings), Box<Refused>> {
         let source = || self.sources[origin.source].to_string();
         let key = || origin.key.clone();
-        // The settings depend on the name, which only `describe` tells: load with the
-        // defaults first, then apply the plugin's own (no second compilation).
-        let probe = self
-            .runtime
-            .load(component.bytes, LoadOptions::default())
-            .await
-            .map_err(|error| {
-                let rejection = Rejection::Load {
-                    key: key(),
-                    location: source(),
-                    error,
-                };
-                (None, rejection)
-            })?;
+        let probe = probe.map_err(|error| {
+            let rejection = Rejection::Load {
+                key: key(),
+                location: source(),
+                error,
+            };
+            Box::new((None, rejection))
+        })?;
         let name = probe.info().name.clone();
         let settings = self.config.plugin(&name).clone();
         check_grants(probe.info(), &settings).map_err(|error| {
@@ -509,7 +535,7 @@ impl Registry {
                 location: source(),
                 error,
             };
-            (Some(name.clone()), rejection)
+            Box::new((Some(name.clone()), rejection))
         })?;
         let options = LoadOptions {
             policy: Policy {
@@ -526,11 +552,15 @@ impl Registry {
                 plugin: name.clone(),
                 error,
             };
-            (Some(name.clone()), rejection)
+            Box::new((Some(name.clone()), rejection))
         })?;
         Ok((plugin, settings))
     }
 }
+
+/// Why a loaded version is not run: the plugin's name when `describe` told it, and the
+/// rejection to report (boxed by [`Registry::settle`]: it is large, and the cold path).
+type Refused = (Option<PluginName>, Rejection);
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

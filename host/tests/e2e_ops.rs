@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use harness::{Host, PATIENCE, fixture, message, object_ref, wait_mirrored};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -392,6 +393,31 @@ async fn sigterm_during_a_burst_exits_cleanly_and_every_object_converges_after_r
     );
     let done = harness::count_mirrors(&env).await;
     assert!(done < BURST, "nothing left for the restart to prove");
+    // Events are written in the background: every one a finished reconcile queued was
+    // written before the host exited (well-behaved logs `mirrored <name>` after its Event).
+    let mirrored: Vec<String> = host
+        .lines()
+        .iter()
+        .filter(|l| l["fields"]["plugin"] == "well-behaved")
+        .filter_map(|l| message(l).strip_prefix("mirrored ").map(str::to_owned))
+        .collect();
+    assert!(!mirrored.is_empty(), "{}", host.log_text());
+    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
+    let written: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Mirrored"))
+        .filter_map(|e| e.regarding.and_then(|r| r.name))
+        .collect();
+    for name in &mirrored {
+        assert!(
+            written.contains(name),
+            "the Event of {name}'s reconcile was lost at shutdown; written: {written:?}"
+        );
+    }
 
     let host = Host::start(&env, &["well-behaved"], &config).await;
     for i in 0..BURST {

@@ -463,3 +463,26 @@ async fn earlier_source_wins_a_plugin_name_and_the_later_one_takes_over_when_it_
     wait_version(&env, "a", "2").await;
     host.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn first_of_two_components_with_one_name_in_a_directory_wins_though_they_load_at_once() {
+    let env = TestEnv::start().await.unwrap();
+    // Both declare `reload-probe`; the host loads them concurrently at start-up, and the first
+    // key in the directory's order (`reload-v1.wasm`) must still be the one that runs.
+    let mut host = Host::start(&env, &["reload-v2", "reload-v1"], &config(&env)).await;
+    let line = host
+        .wait_log("the duplicate to be rejected", |l| {
+            message(l) == "plugin version rejected"
+        })
+        .await;
+    let error = line["fields"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("`reload-v2.wasm` in directory")
+            && error
+                .contains("is refused: plugin `reload-probe` already comes from `reload-v1.wasm`"),
+        "{error}"
+    );
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+    host.stop().await;
+}

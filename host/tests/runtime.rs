@@ -937,7 +937,7 @@ impl Gated {
 
 #[async_trait]
 impl Cluster for Gated {
-    async fn get(&self, target: &ObjectRef) -> Result<Value, ClusterError> {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
         self.pass().await;
         self.inner.get(target).await
     }
@@ -946,7 +946,7 @@ impl Cluster for Gated {
         kind: &GroupVersionKind,
         namespace: Option<&str>,
         selector: Option<&str>,
-    ) -> Result<Vec<Value>, ClusterError> {
+    ) -> Result<Vec<String>, ClusterError> {
         self.pass().await;
         self.inner.list(kind, namespace, selector).await
     }

@@ -1,13 +1,14 @@
 //! controller-runtime's workqueue figures — `workqueue_depth`, `workqueue_adds_total`,
-//! `workqueue_queue_duration_seconds` — for kube-runtime's scheduler, which keeps its queue to
-//! itself. The controller reports each trigger it feeds the scheduler ([`Queue::added`]), each
-//! reconcile that starts ([`Queue::started`]) and each trigger the scheduler drops because the
-//! object is gone ([`Queue::dropped`]); the queue here mirrors the scheduler's deduplication:
+//! `workqueue_queue_duration_seconds` — for the controller's work loop
+//! ([`super::runner`]). The controller reports each trigger it feeds the loop
+//! ([`Queue::added`]), each reconcile that starts ([`Queue::started`]) and each trigger the
+//! loop drops because the object is gone ([`Queue::dropped`]); the queue here mirrors the
+//! loop's deduplication:
 //! an object already waiting is not added twice, and one triggered while it is being
 //! reconciled waits again (controller-runtime's "dirty while processing").
 //!
 //! # Assumptions
-//! Requeues the scheduler makes on its own (a plugin's `requeue-after`, backoff after an
+//! Requeues the loop makes on its own (a plugin's `requeue-after`, backoff after an
 //! error, the periodic resync) are not seen here: they are not counted as adds and their
 //! reconciles have no queue time. Retries are counted by `workqueue_retries_total`.
 
@@ -47,7 +48,7 @@ impl Queue {
         out
     }
 
-    /// A trigger for this object reached the scheduler.
+    /// A trigger for this object reached the work loop.
     pub fn added(&self, namespace: Option<&str>, name: &str) {
         let key = (namespace.map(str::to_owned), name.to_owned());
         let new = self.with(|w| match w.entry(key) {
@@ -63,7 +64,7 @@ impl Queue {
     }
 
     /// A reconcile of this object starts: it leaves the queue. Returns when its watch event
-    /// was received, if a watch event queued it (not a requeue the scheduler made).
+    /// was received, if a watch event queued it (not a requeue the loop made).
     pub fn started(&self, namespace: Option<&str>, name: &str) -> Option<Instant> {
         let key = (namespace.map(str::to_owned), name.to_owned());
         let since = self.with(|w| w.remove(&key));
@@ -73,7 +74,7 @@ impl Queue {
         since
     }
 
-    /// The scheduler dropped this object's trigger (the object is not in the cache).
+    /// The loop dropped this object's trigger (the object is not in the cache).
     pub fn dropped(&self, namespace: Option<&str>, name: &str) {
         let key = (namespace.map(str::to_owned), name.to_owned());
         self.with(|w| w.remove(&key));
@@ -158,7 +159,7 @@ mod tests {
         let q = Queue::new("p", m.clone());
         q.added(None, "gone");
         q.dropped(None, "gone");
-        // A requeue the scheduler made on its own: no entry, no queue time.
+        // A requeue the loop made on its own: no entry, no queue time.
         q.started(None, "requeued");
         let text = m.render();
         assert_eq!(sample(&text, r#"workqueue_depth{name="p"}"#), "0");

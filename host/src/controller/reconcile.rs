@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::api::{ObjectMeta, TypeMeta};
-use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 use super::PluginCtx;
@@ -50,17 +51,18 @@ impl ReconcileError {
     }
 }
 
-/// The entry point the kube-runtime `Controller` calls.
+/// The entry point the controller's work loop ([`super::runner`]) calls; gives the delay
+/// after which to reconcile the object again, if any.
 pub async fn reconcile(
     obj: Arc<CachedObject>,
     ctx: Arc<PluginCtx>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Option<Duration>, ReconcileError> {
     let event_at = ctx.queue.started(
         obj.meta().namespace.as_deref(),
         obj.meta().name.as_deref().unwrap_or(""),
     );
     if !ctx.in_scope(&obj) {
-        return Ok(Action::await_change());
+        return Ok(None);
     }
     let target = ctx.target_of(&obj);
     // This reconcile runs to its end on the version current now, even if a new one is
@@ -92,7 +94,7 @@ async fn run(
     ctx: Arc<PluginCtx>,
     plugin: Plugin,
     event_at: Option<tokio::time::Instant>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Option<Duration>, ReconcileError> {
     // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
     // whole call so the host-wide bound covers host calls too.
     let _global = ctx.shared.global.acquire().await.ok();
@@ -125,7 +127,7 @@ async fn run(
             )
         }
         // Being deleted without our finalizer: nothing of ours to do.
-        (_, true) => return Ok(Action::await_change()),
+        (_, true) => return Ok(None),
         (Some(f), false) => {
             let current = if has_finalizer(&obj, f) {
                 obj.clone()
@@ -203,8 +205,8 @@ async fn settle(
     target: &ObjectRef,
     outcome: Outcome,
     cleanup: bool,
-    elapsed: std::time::Duration,
-) -> Action {
+    elapsed: Duration,
+) -> Option<Duration> {
     ctx.streak.record(plugin.digest(), &outcome);
     let plugin = plugin.info().name.as_str();
     ctx.shared.metrics.reconciled(plugin, &outcome, elapsed);
@@ -217,8 +219,8 @@ async fn settle(
             ctx.backoffs.succeeded(target);
             tracing::info!(outcome = %outcome, "{entry} succeeded");
             return match action {
-                runtime::Action::Done => Action::await_change(),
-                runtime::Action::RequeueAfter(d) => Action::requeue(*d),
+                runtime::Action::Done => None,
+                runtime::Action::RequeueAfter(d) => Some(*d),
             };
         }
         Outcome::PluginError {
@@ -228,7 +230,7 @@ async fn settle(
             ctx.backoffs.succeeded(target);
             tracing::warn!(outcome = %outcome, "{entry} failed permanently; waiting for the object to change");
             report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await;
-            return Action::await_change();
+            return None;
         }
         Outcome::Denied(denial) => {
             ctx.shared.metrics.denied(plugin, &denial.verb);
@@ -247,7 +249,7 @@ async fn settle(
         retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
         "{entry} failed; retrying with backoff"
     );
-    Action::requeue(delay)
+    Some(delay)
 }
 
 async fn report(
@@ -272,9 +274,8 @@ async fn report(
     };
     let plugin = ctx.current();
     let plugin = plugin.info().name.as_str();
-    if let Err(error) = ctx.shared.events.publish(plugin, record).await {
-        tracing::warn!(%error, reason, "cannot write the Event");
-    }
+    // Written in the background: a failure is logged and counted by the sink.
+    ctx.shared.events.publish(plugin, record).await;
 }
 
 /// The Event reference of a primary object with metadata `meta`.
@@ -290,12 +291,13 @@ pub fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
     }
 }
 
-/// What the controller does when [`reconcile`] itself failed: retry with the object's backoff.
+/// What the controller does when [`reconcile`] itself failed: retry with the object's
+/// backoff (the delay returned).
 pub fn error_policy(
     _obj: Arc<CachedObject>,
     error: &ReconcileError,
     ctx: Arc<PluginCtx>,
-) -> Action {
+) -> Duration {
     let (delay, failures) = ctx.backoffs.failed(error.target());
     let plugin = ctx.current();
     ctx.shared.metrics.retried(plugin.info().name.as_str());
@@ -307,7 +309,7 @@ pub fn error_policy(
         retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
         "reconcile failed in the host; retrying with backoff"
     );
-    Action::requeue(delay)
+    delay
 }
 
 #[cfg(test)]

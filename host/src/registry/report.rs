@@ -146,9 +146,8 @@ impl Registry {
             action: action.into(),
             note,
         };
-        if let Err(error) = self.shared.events.publish(plugin, record).await {
-            tracing::warn!(%error, reason, "cannot write the Event");
-        }
+        // Written in the background: a failure is logged and counted by the sink.
+        self.shared.events.publish(plugin, record).await;
     }
 
     /// The object a source's Events are about: its ConfigMap, or the host's own Pod.
