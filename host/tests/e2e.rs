@@ -698,3 +698,41 @@ async fn configmap_mirror_copies_and_its_finalizer_cleans_up() {
         .await
         .unwrap();
 }
+
+/// A finalizer add made from a stale view of the object (the cache has not yet delivered an
+/// earlier add) is not a failure: the object as stored already has it, so the reconcile goes
+/// on with that. A change by someone else still fails the add.
+#[tokio::test(flavor = "multi_thread")]
+async fn adding_a_finalizer_the_object_already_has_is_not_a_failure() {
+    use wasmop::controller::finalizer;
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    create_target(&env, "stale", "x").await;
+    let api = targets(&env);
+    let stale = api.get("stale").await.unwrap().metadata;
+    let plugin = wasmop::plugin::PluginName::new("well-behaved").unwrap();
+    let ours = "wasmop.test/stale";
+
+    let added = finalizer::add(&api, &stale, ours, &plugin).await.unwrap();
+    assert_eq!(added.metadata.finalizers, Some(vec![ours.to_owned()]));
+    // The same add from the same stale metadata: the `test` fails, the finalizer is there.
+    let again = finalizer::add(&api, &stale, ours, &plugin).await.unwrap();
+    assert_eq!(
+        again.metadata.finalizers,
+        Some(vec![ours.to_owned()]),
+        "not added twice"
+    );
+    // Another finalizer from the same stale view: the list changed under it, a real conflict.
+    let error = finalizer::add(&api, &stale, "example.com/other", &plugin)
+        .await
+        .expect_err("a stale add of a finalizer the object lacks fails");
+    assert!(error.to_string().contains("example.com/other"), "{error}");
+
+    api.patch(
+        "stale",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+}

@@ -2,7 +2,9 @@
 //!
 //! Both are JSON patches that first `test` the current finalizer list (or the entry being
 //! removed), so a concurrent change by someone else fails the patch (HTTP 422) instead of being
-//! overwritten; the reconcile is then retried with backoff against the fresh object.
+//! overwritten; the reconcile is then retried with backoff against the fresh object. An add
+//! whose `test` fails because the finalizer is on the object already (the cache had not yet
+//! seen an earlier add) is not a failure: the object as stored is read and used.
 //!
 //! # Objects whose plugin was removed
 //! A finalizer is only ever removed by the plugin that added it, after `cleanup` succeeded —
@@ -60,13 +62,37 @@ pub async fn add(
         ]),
     };
     let patch: json_patch::Patch = serde_json::from_value(ops).map_err(FinalizerError::Build)?;
-    api.patch(&name, &params(plugin), &Patch::<()>::Json(patch))
+    match api
+        .patch(&name, &params(plugin), &Patch::<()>::Json(patch))
         .await
-        .map_err(|source| FinalizerError::Patch {
+    {
+        Ok(stored) => Ok(stored),
+        // The `test` failed: the finalizer list is not what the cache showed. If that is
+        // because the finalizer is there already (an earlier reconcile added it and the
+        // watch has not delivered that yet), the object as stored is what was wanted.
+        Err(source @ kube::Error::Api(_)) => match api.get(&name).await {
+            Ok(stored)
+                if stored
+                    .metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == finalizer) =>
+            {
+                Ok(stored)
+            }
+            _ => Err(FinalizerError::Patch {
+                verb: "add",
+                finalizer: finalizer.to_owned(),
+                source,
+            }),
+        },
+        Err(source) => Err(FinalizerError::Patch {
             verb: "add",
             finalizer: finalizer.to_owned(),
             source,
-        })
+        }),
+    }
 }
 
 /// Removes `finalizer` from the object with metadata `meta`. Gone already (object or
