@@ -223,8 +223,7 @@ impl PartialEq for CachedObject {
 
 /// Decodes an object as the API server sends it, trimmed but without `apiVersion`/`kind`
 /// added when it lacks them (a decoder does not know the kind; the shared watches build
-/// cached objects with [`CachedObject::new`] instead). kube-runtime's `Controller` requires
-/// the type to be decodable.
+/// cached objects with [`CachedObject::new`] instead).
 impl<'de> Deserialize<'de> for CachedObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut obj = DynamicObject::deserialize(deserializer)?;
