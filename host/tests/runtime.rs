@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinHandle;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -272,21 +273,45 @@ const HOSTILE: [&str; 9] = [
     "undeclared-kind",
 ];
 
+/// Loads every hostile guest on `rt` and starts one reconcile of each, all at once.
+async fn start_hostile(rt: &Runtime) -> Vec<(&'static str, JoinHandle<(Outcome, Compiler)>)> {
+    let mut hostile = Vec::new();
+    for name in HOSTILE {
+        let plugin = load(rt, name).await;
+        let object = target("victim", "1");
+        let cluster = seeded(vec![object.clone()]);
+        hostile.push((
+            name,
+            tokio::spawn(async move { plugin.reconcile_on(cluster, request(object)).await }),
+        ));
+    }
+    hostile
+}
+
+/// Waits for the reconciles [`start_hostile`] started; each must end in its typed outcome
+/// (and on `compiler`'s code, when given).
+async fn expect_hostile(
+    hostile: Vec<(&'static str, JoinHandle<(Outcome, Compiler)>)>,
+    compiler: Option<Compiler>,
+    context: &str,
+) {
+    for (name, handle) in hostile {
+        let (outcome, ran_on) = handle
+            .await
+            .unwrap_or_else(|e| panic!("{name}'s task failed ({context}): {e}"));
+        if let Some(compiler) = compiler {
+            assert_eq!(ran_on, compiler, "{name} ran on {compiler:?} code");
+        }
+        expect_outcome(name, &outcome);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keeps_working() {
     let rt = runtime();
     let healthy = load(&rt, "well-behaved").await;
     let example = load(&rt, "database-config").await;
-    let mut hostile = Vec::new();
-    for name in HOSTILE {
-        let plugin = load(&rt, name).await;
-        let object = target("victim", "1");
-        let cluster = seeded(vec![object.clone()]);
-        hostile.push((
-            name,
-            tokio::spawn(async move { plugin.reconcile(cluster, request(object)).await }),
-        ));
-    }
+    let hostile = start_hostile(&rt).await;
     // The healthy plugin keeps producing correct results while the hostile ones run.
     let mut healthy_calls = 0u32;
     while hostile.iter().any(|(_, h)| !h.is_finished()) || healthy_calls < 5 {
@@ -298,12 +323,7 @@ async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keep
         )
         .await;
     }
-    for (name, handle) in hostile {
-        let outcome = handle
-            .await
-            .unwrap_or_else(|e| panic!("{name}'s task failed: {e}"));
-        expect_outcome(name, &outcome);
-    }
+    expect_hostile(hostile, None, "beside a healthy plugin").await;
     // And afterwards.
     healthy_call(&healthy, "after", "done").await;
     database_config_call(&example, "after", 5432).await;
@@ -325,22 +345,8 @@ async fn winch_compiled_plugins_keep_every_guarantee_and_work_alike() {
         .expect("a Winch runtime starts");
         healthy_call(&load(&rt, "well-behaved").await, "w", "1").await;
         database_config_call(&load(&rt, "database-config").await, "w", 5432).await;
-        let mut hostile = Vec::new();
-        for name in HOSTILE {
-            let plugin = load(&rt, name).await;
-            let object = target("victim", "1");
-            let cluster = seeded(vec![object.clone()]);
-            hostile.push((
-                name,
-                tokio::spawn(async move { plugin.reconcile(cluster, request(object)).await }),
-            ));
-        }
-        for (name, handle) in hostile {
-            let outcome = handle
-                .await
-                .unwrap_or_else(|e| panic!("{name}'s task failed ({allocator:?}): {e}"));
-            expect_outcome(name, &outcome);
-        }
+        let hostile = start_hostile(&rt).await;
+        expect_hostile(hostile, Some(Compiler::Winch), &format!("{allocator:?}")).await;
     }
     let limits = Limits {
         fuel: Some(50_000_000),
@@ -1105,23 +1111,8 @@ async fn hostile_plugins_end_in_their_typed_outcomes_on_the_winch_code_of_a_tier
     // The largest guest first: its background compilation keeps the hostile ones' queued
     // behind it while their calls start on Winch code.
     let example = load(&rt, "database-config").await;
-    let mut hostile = Vec::new();
-    for name in HOSTILE {
-        let plugin = load(&rt, name).await;
-        let object = target("victim", "1");
-        let cluster = seeded(vec![object.clone()]);
-        hostile.push((
-            name,
-            tokio::spawn(async move { plugin.reconcile_on(cluster, request(object)).await }),
-        ));
-    }
-    for (name, handle) in hostile {
-        let (outcome, compiler) = handle
-            .await
-            .unwrap_or_else(|e| panic!("{name}'s task failed: {e}"));
-        assert_eq!(compiler, Compiler::Winch, "{name} ran on Winch code");
-        expect_outcome(name, &outcome);
-    }
+    let hostile = start_hostile(&rt).await;
+    expect_hostile(hostile, Some(Compiler::Winch), "tiered load").await;
     rt.tiering_settled().await;
     database_config_call(&example, "tiered", 5432).await;
     assert_eq!(example.compiler(), Compiler::Cranelift);
