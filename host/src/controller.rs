@@ -37,7 +37,6 @@ pub mod reconcile;
 pub mod runner;
 pub mod streak;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -150,10 +149,12 @@ impl PluginCtx {
 
     fn target_of(&self, obj: &CachedObject) -> ObjectRef {
         let r = &self.primary.resource;
+        // One read of the key from the text for both parts.
+        let key = ObjectKey::of(obj);
         ObjectRef::new(
             GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
-            obj.namespace().map(Cow::into_owned),
-            obj.name().into_owned(),
+            key.namespace,
+            key.name,
         )
     }
 
