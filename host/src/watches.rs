@@ -75,7 +75,6 @@ impl Change {
 /// One running watch and its cache.
 pub struct SharedWatch {
     key: WatchKey,
-    kind: Kind,
     store: Store,
     changes: broadcast::Sender<Change>,
     /// Becomes true once the initial list is in the cache.
@@ -95,7 +94,6 @@ impl SharedWatch {
             Some(ns) => Api::namespaced_with(client, ns, &key.resource),
             None => Api::all_with(client, &key.resource),
         };
-        let kind: Kind = Arc::new(key.resource.clone());
         let mut writer = Writer::new();
         let store = writer.reader();
         let (changes, _) = broadcast::channel(BROADCAST_BUFFER);
@@ -150,7 +148,6 @@ impl SharedWatch {
         });
         Self {
             key,
-            kind,
             store,
             changes,
             ready,
@@ -161,11 +158,6 @@ impl SharedWatch {
     /// What the watch covers.
     pub fn key(&self) -> &WatchKey {
         &self.key
-    }
-
-    /// The kind.
-    pub fn kind(&self) -> &Kind {
-        &self.kind
     }
 
     /// The cache.
