@@ -7,16 +7,19 @@
 //! What one cached object costs in the shared caches, counted by a global allocator: the
 //! bytes live after `WASMOP_BENCH_OBJECTS` (default 10,000) ConfigMaps shaped like those of
 //! `bench/run --only 5` (as the API server sends them: uid, resourceVersion, creation time,
-//! `managedFields`) went through a shared watch's path — decode, trim, reflector store,
-//! change broadcast — against the bytes of their trimmed JSON. Two representations:
+//! `managedFields`) went through a shared watch's path — decode, trim, store, change
+//! broadcast — against the bytes of their trimmed JSON. Two representations:
 //!
-//! - `DynamicObject`: what the caches held before (a `serde_json::Value` body, `ApiResource`
-//!   in every store key), rebuilt here from kube's own types as the baseline;
-//! - `CachedObject`: what they hold now (JSON text plus the metadata the host reads).
+//! - `DynamicObject` in kube-runtime's reflector store: what the caches held first (a
+//!   `serde_json::Value` body, `ApiResource` in every store key), rebuilt here from kube's own
+//!   types as the baseline;
+//! - `CachedObject` in the host's own `Store`: what they hold now (the JSON text alone, keyed
+//!   by the namespace and name read from it).
 //!
 //! Then what a plugin's cached read costs per object (the `kube.get`/`kube.list` path of
-//! `KubeCluster` on a cache hit), before and after reads returned JSON text: the cached text
-//! decoded into a `Value` and encoded again, against the cached text copied as it is.
+//! `KubeCluster` on a cache hit): the cached text decoded into a `Value` and encoded again
+//! (what reads did before they returned JSON text), the cached text copied as it is, a store
+//! lookup by namespace and name, and a full listing.
 //!
 //! "malloc" figures add glibc's per-chunk cost (8 bytes of header, 16-byte rounding, 32-byte
 //! minimum) to each request, which is closer to what RSS sees. "Churn" is what was allocated
@@ -31,10 +34,10 @@ use std::time::{Duration, Instant};
 
 use kube::api::{DynamicObject, TypeMeta};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::store::Writer as ReflectorWriter;
 use kube::runtime::watcher::Event;
 use wasmop::cluster::json_text;
-use wasmop::watches::{CachedObject, Kind, trim};
+use wasmop::watches::{CachedObject, Writer, trim};
 
 /// Counts live bytes (as requested and as glibc chunks) and allocations.
 struct Counting;
@@ -134,27 +137,20 @@ struct Figures {
     allocations: usize,
 }
 
-/// Feeds `inputs` through decode → trim → store → broadcast with `cache`, returning what stays
-/// live (store and broadcast kept) and what was churned.
-fn measure<K, F>(
+/// Feeds `inputs` through decode → `cache` → `apply` (the store) → broadcast, returning what
+/// stays live (store and broadcast kept) and what was churned.
+fn measure<K: Clone + 'static>(
     inputs: &[Vec<u8>],
-    dyntype: K::DynamicType,
-    cache: F,
-) -> (Figures, Vec<Box<dyn std::any::Any>>)
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-    F: Fn(DynamicObject) -> K,
-{
+    cache: impl Fn(DynamicObject) -> K,
+    mut apply: impl FnMut(&Event<K>),
+    keep: Box<dyn std::any::Any>,
+) -> (Figures, Vec<Box<dyn std::any::Any>>) {
     let before = now();
-    let mut writer = Writer::<K>::new(dyntype);
-    let store = writer.as_reader();
     let mut broadcast = std::collections::VecDeque::with_capacity(BROADCAST_BUFFER);
     for json in inputs {
         let obj: DynamicObject = serde_json::from_slice(json).unwrap();
-        let obj = cache(obj);
-        let event = Event::Apply(obj);
-        writer.apply_watcher_event(&event);
+        let event = Event::Apply(cache(obj));
+        apply(&event);
         let Event::Apply(obj) = event else {
             unreachable!()
         };
@@ -170,10 +166,7 @@ where
         churn: (after.allocated - before.allocated) - (after.live - before.live),
         allocations: after.count - before.count,
     };
-    (
-        figures,
-        vec![Box::new(store), Box::new(writer), Box::new(broadcast)],
-    )
+    (figures, vec![keep, Box::new(broadcast)])
 }
 
 /// Rounds over all objects for the read figures, so each figure covers enough reads to time.
@@ -241,13 +234,22 @@ fn main() {
         );
     };
 
-    // Baseline: the representation the caches used before.
-    let (old, keep) = measure::<DynamicObject, _>(&inputs, resource.clone(), |mut o| {
-        trim(&mut o, &types);
-        o
-    });
-    report("DynamicObject store (before)", &old);
-    drop(keep);
+    // Baseline: the representation the caches used first.
+    let writer = std::cell::RefCell::new(ReflectorWriter::<DynamicObject>::new(resource.clone()));
+    let (old, keep) = measure(
+        &inputs,
+        |mut o| {
+            trim(&mut o, &types);
+            o
+        },
+        |event| writer.borrow_mut().apply_watcher_event(event),
+        Box::new(()),
+    );
+    report(
+        "DynamicObject in kube-runtime's reflector store (first)",
+        &old,
+    );
+    drop((keep, writer));
     // Its parts: one store key, one stored object.
     let sample: DynamicObject = {
         let mut o: DynamicObject = serde_json::from_slice(&inputs[0]).unwrap();
@@ -267,31 +269,58 @@ fn main() {
     );
     drop((key, value));
 
-    let kind: Kind = Arc::new(resource.clone());
-    let (new, keep) = measure::<CachedObject, _>(&inputs, kind.clone(), |o| {
-        CachedObject::new(o, &types).unwrap()
-    });
-    report("CachedObject store (now)", &new);
-    drop(keep);
-    let sample = CachedObject::new(serde_json::from_slice(&inputs[0]).unwrap(), &types).unwrap();
-    let b = now();
-    let key = kube::runtime::reflector::Lookup::to_object_ref(&sample, kind.clone());
-    let key_heap = now().chunks - b.chunks;
-    let b = now();
-    let value =
-        Arc::new(CachedObject::new(serde_json::from_slice(&inputs[0]).unwrap(), &types).unwrap());
-    let value_heap = now().chunks - b.chunks;
+    let mut writer = Writer::new();
+    let store = writer.reader();
+    let (new, keep) = measure(
+        &inputs,
+        |o| CachedObject::new(o, &types).unwrap(),
+        |event| writer.apply_watcher_event(event),
+        Box::new(store.clone()),
+    );
+    report("CachedObject in the host's Store (now)", &new);
+    let texts: usize = store.state().iter().map(|o| o.text().len()).sum();
+    let text_chunks: usize = store
+        .state()
+        .iter()
+        .map(|o| chunk(o.text().len() + 16))
+        .sum();
     println!(
-        "    parts:           key {} bytes inline + {key_heap} on the heap; object {value_heap} on the heap (text {} bytes, ObjectMeta {} bytes inline); per table slot {} bytes",
-        std::mem::size_of_val(&key),
-        sample.text().len(),
-        std::mem::size_of::<kube::api::ObjectMeta>(),
-        std::mem::size_of_val(&key) + std::mem::size_of_val(&value)
+        "    parts:           text {:.0} bytes per object; as an Arc<str> malloc chunk {:.0}; the rest ({:.0}) is the table ({} bytes per slot) and its spare capacity",
+        texts as f64 / n as f64,
+        text_chunks as f64 / n as f64,
+        (new.chunks - text_chunks) as f64 / n as f64,
+        std::mem::size_of::<CachedObject>()
     );
     println!(
-        "  ratio now/before:  {:.3} (malloc chunks)",
+        "  ratio now/first:   {:.3} (malloc chunks)",
         new.chunks as f64 / old.chunks as f64
     );
+
+    // Store reads: a lookup by namespace and name (parses the candidate's key from its
+    // text), and a listing.
+    let names: Vec<String> = (0..n).map(|i| format!("cache-{i:05}")).collect();
+    let start = Instant::now();
+    for _ in 0..READ_ROUNDS {
+        for name in &names {
+            std::hint::black_box(store.get(Some("cache-memory"), name).unwrap());
+        }
+    }
+    let get = start.elapsed() / u32::try_from(n * READ_ROUNDS).unwrap();
+    let start = Instant::now();
+    for _ in 0..READ_ROUNDS {
+        std::hint::black_box(store.state());
+    }
+    let list = start.elapsed() / u32::try_from(n * READ_ROUNDS).unwrap();
+    println!("store reads: {n} objects x {READ_ROUNDS} rounds");
+    println!(
+        "  get by namespace/name:          {:>8.0} ns per lookup",
+        get.as_nanos() as f64
+    );
+    println!(
+        "  state() (a list):               {:>8.1} ns per object",
+        list.as_nanos() as f64
+    );
+    drop(keep);
 
     // Cached reads: what `kube.get` / `kube.list` do per object on a cache hit.
     let objects: Vec<CachedObject> = inputs

@@ -43,10 +43,9 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, future};
+use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::runtime::reflector::ObjectRef as StoreRef;
-use kube::{Client, Resource};
 use tokio::sync::{Semaphore, watch};
 
 use self::backoff::Backoffs;
@@ -62,7 +61,7 @@ use crate::metrics::{Metrics, PluginState};
 use crate::orphans::{Entry, Orphans};
 use crate::runtime::Plugin;
 use crate::status::{State, Status};
-use crate::watches::{CachedObject, Change, WatchKey, Watches};
+use crate::watches::{CachedObject, Change, ObjectKey, WatchKey, Watches};
 
 /// The first wait before discovery is retried for a missing kind.
 const DISCOVERY_RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -129,10 +128,8 @@ impl PluginCtx {
     fn in_scope(&self, obj: &CachedObject) -> bool {
         if let (Some(allowed), true) = (&self.namespaces, self.primary.namespaced)
             && !obj
-                .meta()
-                .namespace
-                .as_ref()
-                .is_some_and(|ns| allowed.contains(ns))
+                .namespace()
+                .is_some_and(|ns| allowed.contains(ns.as_ref()))
         {
             return false;
         }
@@ -143,7 +140,7 @@ impl PluginCtx {
     }
 
     /// Reports the objects a trigger names as queued, and passes them on.
-    fn queued(&self, refs: Vec<StoreRef<CachedObject>>) -> Vec<StoreRef<CachedObject>> {
+    fn queued(&self, refs: Vec<ObjectKey>) -> Vec<ObjectKey> {
         for r in &refs {
             self.queue.added(r.namespace.as_deref(), &r.name);
         }
@@ -152,10 +149,12 @@ impl PluginCtx {
 
     fn target_of(&self, obj: &CachedObject) -> ObjectRef {
         let r = &self.primary.resource;
+        // One read of the key from the text for both parts.
+        let key = ObjectKey::of(obj);
         ObjectRef::new(
             GroupVersionKind::gvk(&r.group, &r.version, &r.kind),
-            obj.meta().namespace.clone(),
-            obj.meta().name.clone().unwrap_or_default(),
+            key.namespace,
+            key.name,
         )
     }
 
@@ -345,25 +344,24 @@ pub async fn run(
         let mut gen_filter = GenerationFilter::default();
         let every_change = info.reconcile_on_metadata_change;
         let scoped = ctx.clone();
-        let resource = primary_watch.kind().clone();
         let primary_stream = primary_watch.subscribe().filter_map(move |change| {
             let admit = match &change {
                 Change::Deleted(obj) => {
-                    gen_filter.forget(obj.meta());
+                    gen_filter.forget(&obj.meta());
                     false
                 }
-                Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(obj.meta())),
+                Change::Applied(obj) => scoped.in_scope(obj) && (every_change || gen_filter.admit(&obj.meta())),
             };
             let out = admit.then(|| {
                 let obj = change.object();
-                let meta = obj.meta();
-                scoped.queue.added(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or(""));
-                StoreRef::from_obj_with(obj, resource.clone())
+                let key = ObjectKey::of(obj);
+                scoped.queue.added(key.namespace.as_deref(), &key.name);
+                key
             });
             future::ready(out)
         });
         // Every trigger of this scope's controller, as the primary objects it names.
-        let mut triggers: Vec<BoxStream<'static, StoreRef<CachedObject>>> = vec![primary_stream.boxed()];
+        let mut triggers: Vec<BoxStream<'static, ObjectKey>> = vec![primary_stream.boxed()];
         for owned in &kinds.owned {
             let (p, q) = (primary.clone(), ctx.clone());
             let stream = merged(&shared, owned, kinds_scope(owned), None);
@@ -381,9 +379,9 @@ pub async fn run(
                 i.tick().await;
                 Some(((), i))
             });
-            let (all, resource) = (store.clone(), primary_watch.kind().clone());
+            let all = store.clone();
             triggers.push(ticks.flat_map(move |()| {
-                let refs: Vec<_> = all.state().iter().map(|o| StoreRef::from_obj_with(&**o, resource.clone())).collect();
+                let refs: Vec<_> = all.state().iter().map(ObjectKey::of).collect();
                 futures::stream::iter(refs)
             }).boxed());
         }
@@ -436,8 +434,8 @@ pub async fn run(
             let stop = async move {
                 let _ = shutdown.wait_for(|stop| *stop).await;
             };
-            let start = |key: StoreRef<CachedObject>| {
-                let Some(obj) = store.get(&key) else {
+            let start = |key: ObjectKey| {
+                let Some(obj) = store.get(key.namespace.as_deref(), &key.name).map(Arc::new) else {
                     queue_ctx.queue.dropped(key.namespace.as_deref(), &key.name);
                     tracing::debug!(plugin = %plugin_name, object = %key, "object gone before its reconcile");
                     return None;

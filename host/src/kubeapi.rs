@@ -16,9 +16,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef as StoreRef;
-use kube::{Client, Resource};
 use serde_json::Value;
 
 use self::discovery::{Resolved, Resolver};
@@ -144,22 +143,15 @@ impl KubeCluster {
             .watches
             .cache_for(&kind.resource, target.namespace.as_deref())
         {
-            let key = store_ref(&kind, target);
-            return store.get(&key).and_then(|o| o.meta().uid.clone());
+            return store
+                .get(target.namespace.as_deref(), &target.name)
+                .and_then(|o| o.meta().uid);
         }
         let api = self.api(&kind, target.namespace.as_deref()).ok()?;
         api.get_opt(&target.name)
             .await
             .ok()?
             .and_then(|o| o.metadata.uid)
-    }
-}
-
-fn store_ref(kind: &Resolved, target: &ObjectRef) -> StoreRef<CachedObject> {
-    let r = StoreRef::new_with(&target.name, Arc::new(kind.resource.clone()));
-    match &target.namespace {
-        Some(ns) => r.within(ns),
-        None => r,
     }
 }
 
@@ -171,13 +163,13 @@ fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
 /// The cached objects in `namespace` (all with `None`) that `selector` matches, as their
 /// cached JSON text.
 fn select(
-    objects: Vec<Arc<CachedObject>>,
+    objects: Vec<CachedObject>,
     namespace: Option<&str>,
     selector: Option<&LabelSelector>,
 ) -> Result<Vec<String>, ClusterError> {
     let mut out = Vec::new();
     for obj in objects {
-        if namespace.is_some() && obj.meta().namespace.as_deref() != namespace {
+        if namespace.is_some() && obj.namespace().as_deref() != namespace {
             continue;
         }
         if let Some(s) = selector
@@ -225,7 +217,7 @@ impl Cluster for KubeCluster {
             .watches
             .cache_for(&kind.resource, target.namespace.as_deref())
         {
-            return match store.get(&store_ref(&kind, target)) {
+            return match store.get(target.namespace.as_deref(), &target.name) {
                 Some(obj) => Ok(obj.text().to_owned()),
                 None => Err(ClusterError::NotFound(format!("{target} does not exist"))),
             };
@@ -353,7 +345,7 @@ mod tests {
     use kube::api::TypeMeta;
     use serde_json::json;
 
-    fn cached(namespace: &str, name: &str, labels: Value) -> Arc<CachedObject> {
+    fn cached(namespace: &str, name: &str, labels: Value) -> CachedObject {
         let obj: DynamicObject = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": namespace, "labels": labels,
                          "managedFields": [{"manager": "m"}]},
@@ -364,7 +356,7 @@ mod tests {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
         };
-        Arc::new(CachedObject::new(obj, &types).expect("cached"))
+        CachedObject::new(obj, &types).expect("cached")
     }
 
     fn names(texts: &[String]) -> Vec<String> {

@@ -3,14 +3,17 @@
 //!
 //! Each [`SharedWatch`] runs one kube-runtime `watcher` whose objects are trimmed (no
 //! `managedFields`, no last-applied annotation, `apiVersion`/`kind` always set) and kept as
-//! compact [`CachedObject`]s (JSON text plus the metadata the host reads) before they reach
-//! its reflector [`Store`] and its subscribers; the store, the broadcast and the subscribers
-//! share one copy of each object. A subscriber gets every object already in
-//! the cache and then every change; if it falls behind the broadcast buffer it is sent the
-//! whole cache again (level-triggered consumers lose nothing by that).
+//! [`CachedObject`]s (the JSON text alone) before they reach its [`Store`] and its
+//! subscribers; the store, the broadcast and the subscribers share one copy of each object.
+//! A subscriber gets every object already in the cache and then every change; if it falls
+//! behind the broadcast buffer it is sent the whole cache again (level-triggered consumers
+//! lose nothing by that).
 //!
-//! kube-runtime's own shared reflector (`store_shared`/`ReflectHandle`) cannot be used here:
-//! its stream needs a `Default` dynamic type, which `ApiResource` is not.
+//! The store is the host's own ([`store`]), not kube-runtime's reflector: the reflector keys
+//! every object by an `ObjectRef` holding copies of its identity strings and needs an
+//! `ObjectMeta` per object, which together cost more than a small object's text. What a
+//! cached object costs now is its text, the allocator's chunk overhead and a table slot; see
+//! [`cached`] and `cargo bench -p wasmop --bench cache`.
 //!
 //! # Guarantees
 //! - One API watch per [`WatchKey`] for the life of the process.
@@ -18,6 +21,7 @@
 //!   watcher with kube's default backoff and logged.
 
 pub mod cached;
+pub mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,11 +31,11 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{broadcast, watch};
 
 pub use self::cached::{CachedObject, CachedObjectError, Kind};
+pub use self::store::{ObjectKey, Store, Writer};
 
 /// The annotation `kubectl apply` leaves on objects: a full copy of the object, useless to a
 /// controller and often the biggest field.
@@ -71,11 +75,9 @@ impl Change {
 /// One running watch and its cache.
 pub struct SharedWatch {
     key: WatchKey,
-    kind: Kind,
-    store: Store<CachedObject>,
+    store: Store,
     changes: broadcast::Sender<Change>,
-    /// Becomes true once the initial list is in the cache. (kube's `Store::wait_until_ready`
-    /// wakes only the last of several concurrent waiters, so readiness is tracked here.)
+    /// Becomes true once the initial list is in the cache.
     ready: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -92,9 +94,8 @@ impl SharedWatch {
             Some(ns) => Api::namespaced_with(client, ns, &key.resource),
             None => Api::all_with(client, &key.resource),
         };
-        let kind: Kind = Arc::new(key.resource.clone());
-        let writer = reflector::store::Writer::new(kind.clone());
-        let store = writer.as_reader();
+        let mut writer = Writer::new();
+        let store = writer.reader();
         let (changes, _) = broadcast::channel(BROADCAST_BUFFER);
         let types = TypeMeta {
             api_version: key.resource.api_version.clone(),
@@ -117,13 +118,17 @@ impl SharedWatch {
                     Err(error) => Some(Err(error)),
                 };
                 future::ready(cached)
-            })
-            .reflect(writer);
+            });
         let tx = changes.clone();
         let (ready_tx, ready) = watch::channel(false);
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
+                // Into the store first, so a subscriber that reads the store on a change
+                // finds the object there.
+                if let Ok(event) = &event {
+                    writer.apply_watcher_event(event);
+                }
                 match event {
                     Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
                         let _ = tx.send(Change::Applied(obj));
@@ -143,7 +148,6 @@ impl SharedWatch {
         });
         Self {
             key,
-            kind,
             store,
             changes,
             ready,
@@ -156,13 +160,8 @@ impl SharedWatch {
         &self.key
     }
 
-    /// The kind, as the cache's keys carry it.
-    pub fn kind(&self) -> &Kind {
-        &self.kind
-    }
-
     /// The cache.
-    pub fn store(&self) -> Store<CachedObject> {
+    pub fn store(&self) -> Store {
         self.store.clone()
     }
 
@@ -171,8 +170,7 @@ impl SharedWatch {
         *self.ready.borrow()
     }
 
-    /// Waits until the initial list has completed. Controllers are started only after this,
-    /// so that kube-runtime's own readiness wait (which wakes one waiter only) never waits.
+    /// Waits until the initial list has completed.
     pub async fn ready(&self) {
         let mut ready = self.ready.clone();
         // The sender lives as long as the watch task; if it ended, there is nothing to wait for.
@@ -185,7 +183,7 @@ impl SharedWatch {
         let store = self.store.clone();
         let ready = self.ready.clone();
         futures::stream::unfold(
-            (rx, store, ready, Vec::<Arc<CachedObject>>::new(), true),
+            (rx, store, ready, Vec::<CachedObject>::new(), true),
             |(mut rx, store, mut ready, mut backlog, first)| async move {
                 if first {
                     // Subscribed before the snapshot: a change racing with it is seen twice,
@@ -197,7 +195,6 @@ impl SharedWatch {
                 }
                 loop {
                     if let Some(obj) = backlog.pop() {
-                        let obj = CachedObject::clone(&obj);
                         return Some((Change::Applied(obj), (rx, store, ready, backlog, false)));
                     }
                     match rx.recv().await {
@@ -282,11 +279,7 @@ impl Watches {
 
     /// The ready cache that holds objects of `resource` in `namespace` (`None`: every
     /// namespace, which only an all-namespace watch can serve), if one is running.
-    pub fn cache_for(
-        &self,
-        resource: &ApiResource,
-        namespace: Option<&str>,
-    ) -> Option<Store<CachedObject>> {
+    pub fn cache_for(&self, resource: &ApiResource, namespace: Option<&str>) -> Option<Store> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let all = WatchKey {
             resource: resource.clone(),

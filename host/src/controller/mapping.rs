@@ -1,11 +1,8 @@
 //! Which primary objects a change to another object reconciles: owned objects through their
 //! ownerReferences, watched objects through the mapping their plugin declared.
 
-use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
-
 use crate::plugin::Mapping;
-use crate::watches::{CachedObject, CachedObjectError, Kind};
+use crate::watches::{CachedObject, CachedObjectError, Kind, ObjectKey, Store};
 
 /// The primary kind as the mappers need it.
 #[derive(Clone)]
@@ -17,17 +14,13 @@ pub struct Primary {
 }
 
 impl Primary {
-    fn reference(&self, name: &str, namespace: Option<&str>) -> ObjectRef<CachedObject> {
-        let r = ObjectRef::new_with(name, self.resource.clone());
-        match (self.namespaced, namespace) {
-            (true, Some(ns)) => r.within(ns),
-            _ => r,
-        }
+    fn reference(&self, name: &str, namespace: Option<&str>) -> ObjectKey {
+        ObjectKey::new(namespace.filter(|_| self.namespaced), name)
     }
 
     /// The primary objects that own `child`: its ownerReferences of the primary kind (any
     /// version of it). An owner is in the child's namespace, or cluster-scoped.
-    pub fn owners_of(&self, child: &CachedObject) -> Vec<ObjectRef<CachedObject>> {
+    pub fn owners_of(&self, child: &CachedObject) -> Vec<ObjectKey> {
         let group_of = |api_version: &str| match api_version.split_once('/') {
             Some((group, _)) => group.to_owned(),
             None => String::new(),
@@ -39,7 +32,8 @@ impl Primary {
                 return Vec::new();
             }
         };
-        let namespace = child.meta().namespace.as_deref();
+        let namespace = child.namespace();
+        let namespace = namespace.as_deref();
         owners
             .iter()
             .filter(|o| {
@@ -55,12 +49,16 @@ impl Primary {
         &self,
         mapping: &Mapping,
         watched: &CachedObject,
-        primaries: &Store<CachedObject>,
-    ) -> Vec<ObjectRef<CachedObject>> {
-        let ns = watched.meta().namespace.as_deref();
+        primaries: &Store,
+    ) -> Vec<ObjectKey> {
+        let ns = watched.namespace();
+        let ns = ns.as_deref();
         let one = |name: &str| vec![self.reference(name, ns)];
         match mapping {
-            Mapping::SameName => watched.meta().name.as_deref().map(one).unwrap_or_default(),
+            Mapping::SameName => Some(watched.name())
+                .filter(|name| !name.is_empty())
+                .map(|name| one(&name))
+                .unwrap_or_default(),
             Mapping::Label(label) => match watched.labels() {
                 Ok(labels) => labels.get(label).map(|name| one(name)).unwrap_or_default(),
                 Err(error) => {
@@ -84,16 +82,13 @@ impl Primary {
             Mapping::AllInNamespace => primaries
                 .state()
                 .iter()
-                .filter(|p| p.meta().namespace.as_deref() == ns)
-                .filter_map(|p| Some(self.reference(p.meta().name.as_deref()?, ns)))
+                .filter(|p| p.namespace().as_deref() == ns)
+                .map(|p| self.reference(&p.name(), ns))
                 .collect(),
             Mapping::All => primaries
                 .state()
                 .iter()
-                .filter_map(|p| {
-                    let p = p.meta();
-                    Some(self.reference(p.name.as_deref()?, p.namespace.as_deref()))
-                })
+                .map(|p| self.reference(&p.name(), p.namespace().as_deref()))
                 .collect(),
         }
     }
@@ -148,10 +143,7 @@ mod tests {
 
     #[test]
     fn label_and_annotation_mappings_name_the_primary() {
-        let (store, _writer) = {
-            let w = kube::runtime::reflector::store::Writer::new(primary().resource);
-            (w.as_reader(), w)
-        };
+        let store = crate::watches::Writer::new().reader();
         let watched = obj(json!({"metadata": {"name": "x", "namespace": "team",
             "labels": {"db": "orders"}, "annotations": {"target": "other/users"}}}));
         let by_label = primary().mapped(&Mapping::Label("db".into()), &watched, &store);
@@ -168,5 +160,29 @@ mod tests {
         );
         let same = primary().mapped(&Mapping::SameName, &watched, &store);
         assert_eq!(same[0].name, "x");
+    }
+
+    #[test]
+    fn namespace_and_global_mappings_name_every_cached_primary() {
+        let mut writer = crate::watches::Writer::new();
+        let store = writer.reader();
+        for (ns, name) in [("team", "a"), ("team", "b"), ("other", "c")] {
+            let db = obj(json!({"metadata": {"name": name, "namespace": ns}}));
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(db));
+        }
+        let watched = obj(json!({"metadata": {"name": "x", "namespace": "team"}}));
+        let mut in_ns = primary().mapped(&Mapping::AllInNamespace, &watched, &store);
+        in_ns.sort_by(|x, y| x.name.cmp(&y.name));
+        assert_eq!(
+            in_ns,
+            [
+                ObjectKey::new(Some("team"), "a"),
+                ObjectKey::new(Some("team"), "b")
+            ]
+        );
+        let mut all = primary().mapped(&Mapping::All, &watched, &store);
+        all.sort_by(|x, y| x.name.cmp(&y.name));
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[2], ObjectKey::new(Some("other"), "c"));
     }
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Resource;
 use kube::api::{ObjectMeta, TypeMeta};
 use tracing::Instrument;
 
@@ -57,10 +56,7 @@ pub async fn reconcile(
     obj: Arc<CachedObject>,
     ctx: Arc<PluginCtx>,
 ) -> Result<Option<Duration>, ReconcileError> {
-    let event_at = ctx.queue.started(
-        obj.meta().namespace.as_deref(),
-        obj.meta().name.as_deref().unwrap_or(""),
-    );
+    let event_at = ctx.queue.started(obj.namespace().as_deref(), &obj.name());
     if !ctx.in_scope(&obj) {
         return Ok(None);
     }
@@ -108,9 +104,9 @@ async fn run(
             .metrics
             .event_to_reconcile(info.name.as_str(), at.elapsed());
     }
-    let deleting = obj.meta().deletion_timestamp.is_some();
-    let has_finalizer =
-        |o: &CachedObject, f: &str| o.meta().finalizers.iter().flatten().any(|x| x == f);
+    let meta = obj.meta();
+    let deleting = meta.deletion_timestamp.is_some();
+    let has_finalizer = |f: &str| meta.finalizers.iter().flatten().any(|x| x == f);
     let api = ctx.primary_api(target.namespace.as_deref());
     let finalizer_error = |source| ReconcileError::Finalizer {
         target: Box::new(target.clone()),
@@ -118,7 +114,7 @@ async fn run(
     };
 
     let ((outcome, usage), cleanup) = match (&info.finalizer, deleting) {
-        (Some(f), true) if has_finalizer(&obj, f) => {
+        (Some(f), true) if has_finalizer(f) => {
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj);
             (
@@ -129,10 +125,10 @@ async fn run(
         // Being deleted without our finalizer: nothing of ours to do.
         (_, true) => return Ok(None),
         (Some(f), false) => {
-            let current = if has_finalizer(&obj, f) {
+            let current = if has_finalizer(f) {
                 obj.clone()
             } else {
-                let added = finalizer::add(&api, obj.meta(), f, &info.name)
+                let added = finalizer::add(&api, &meta, f, &info.name)
                     .await
                     .map_err(finalizer_error)?;
                 tracing::debug!(finalizer = %f, "finalizer added");
@@ -171,7 +167,7 @@ async fn run(
         && outcome == Outcome::Action(runtime::Action::Done)
         && let Some(f) = &info.finalizer
     {
-        finalizer::remove(&api, obj.meta(), f, &info.name)
+        finalizer::remove(&api, &meta, f, &info.name)
             .await
             .map_err(finalizer_error)?;
         tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
@@ -261,7 +257,7 @@ async fn report(
     outcome: &Outcome,
 ) {
     let record = Record {
-        regarding: reference(obj.meta(), target),
+        regarding: reference(&obj.meta(), target),
         event_type: EventType::Warning,
         reason: reason.to_owned(),
         action: if entry == "cleanup" {

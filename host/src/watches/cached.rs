@@ -1,40 +1,46 @@
 //! [`CachedObject`]: how the shared caches hold an object — the trimmed object as JSON text,
-//! plus the few metadata fields the host reads, behind one shared pointer.
+//! and nothing else, behind one shared pointer.
 //!
 //! A `DynamicObject` keeps its body as a `serde_json::Value` (a `BTreeMap` node and a
 //! `String` per field) and costs several times its JSON text. The text is also what a plugin
 //! receives (reconcile requests, cache `get`/`list`), so keeping it ready saves encoding it
-//! again per reconcile. The metadata kept as fields is what kube-runtime's store keys and the
-//! host read on every reconcile: identity (name, namespace, uid, resourceVersion), the
-//! generation filter's fields (generation, deletionTimestamp) and finalizers. Labels,
-//! annotations and owner references are read from the text when a selector or a mapping
-//! needs them ([`CachedObject::labels`], [`CachedObject::annotations`],
-//! [`CachedObject::owner_references`]): a `BTreeMap` costs a ~550-byte node even for one
-//! label, more than a small object's whole text, while reading them back from the text costs
-//! about a microsecond per event. Everything else stays in the text only.
+//! again per reconcile. Every metadata field the host reads is read back from the text when
+//! it is needed: the cache key (namespace and name, [`CachedObject::namespace`],
+//! [`CachedObject::name`]: borrowed from the text, no allocation unless a string holds JSON
+//! escapes), the lifecycle fields of [`CachedObject::meta`] (uid, resourceVersion,
+//! generation, deletionTimestamp, finalizers), labels, annotations and owner references.
+//! Each read parses the text (serde skips the fields it does not name without allocating):
+//! about a microsecond for a 400-byte object, against ~1,300 bytes per object that kept
+//! copies of these fields cost (an `ObjectMeta` is 360 bytes even when mostly empty, a
+//! `BTreeMap` of one label a ~550-byte node). The text is checked to decode at construction,
+//! so these reads cannot fail later.
 //!
-//! Measured by `cargo bench -p wasmop --bench cache` (see BENCHMARKS.md, measurement 5).
+//! What one object costs now, and what dominates: the text itself (384 bytes for the
+//! ConfigMaps of BENCHMARKS.md's measurement 5), one allocation of it with the `Arc`'s two
+//! counters (16 bytes) and glibc's chunk overhead (8 bytes and rounding to 16), and a 16-byte
+//! slot in the [`Store`](super::store::Store)'s table at its load factor: 446 bytes per
+//! object as malloc chunks (1.16x the text) by `cargo bench -p wasmop --bench cache`,
+//! against 1,306 with a copy of the metadata in an `ObjectMeta` under kube-runtime's
+//! reflector store.
 //!
-//! Cloning a `CachedObject` clones a pointer, so the reflector store, the change broadcast and
-//! every plugin's trigger stream share one copy.
+//! Cloning a `CachedObject` clones a pointer, so the store, the change broadcast and every
+//! plugin's trigger stream share one copy.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DynamicObject, ObjectMeta, TypeMeta};
-use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use kube::core::ApiResource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::trim;
 
-/// The kind of a cached object, shared by every cache key of the kind: kube-runtime's
-/// `ObjectRef` carries the dynamic type by value, and an `ApiResource` (five `String`s) per
-/// key would cost more than a small object's text.
+/// The kind of a shared watch's objects, shared by everything that names it.
 pub type Kind = Arc<ApiResource>;
 
 /// The largest encoding buffer kept for the next object, per thread: objects are mostly a
@@ -70,15 +76,30 @@ pub enum CachedObjectError {
 }
 
 /// One object of a shared cache: trimmed (no `managedFields`, no last-applied annotation),
-/// `apiVersion`/`kind` set, held as JSON text plus the metadata the host reads. Cheap to
-/// clone.
+/// `apiVersion`/`kind` set, held as its JSON text only. Cheap to clone.
 #[derive(Clone)]
-pub struct CachedObject(Arc<Inner>);
+pub struct CachedObject(Arc<str>);
 
-#[derive(Clone)]
-struct Inner {
-    meta: ObjectMeta,
-    text: Box<str>,
+/// The cache key as it is in the text: borrowed unless the text escapes a character.
+#[derive(Deserialize, Default)]
+struct Key<'a> {
+    #[serde(borrow, default)]
+    namespace: Cow<'a, str>,
+    #[serde(borrow, default)]
+    name: Cow<'a, str>,
+}
+
+/// The metadata fields of [`CachedObject::meta`].
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Lifecycle {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    deletion_timestamp: Option<Time>,
+    finalizers: Option<Vec<String>>,
 }
 
 impl CachedObject {
@@ -86,23 +107,23 @@ impl CachedObject {
     /// as text.
     pub fn new(mut obj: DynamicObject, types: &TypeMeta) -> Result<Self, CachedObjectError> {
         trim(&mut obj, types);
-        Self::encode(obj)
+        Self::encode(&obj)
     }
 
     /// Keeps `obj` as it is (no trimming, no types added), as text.
-    fn encode(obj: DynamicObject) -> Result<Self, CachedObjectError> {
+    fn encode(obj: &DynamicObject) -> Result<Self, CachedObjectError> {
         // Written into a reused buffer, then copied into an allocation of the exact size: a
         // `String` grown by doubling and then shrunk would leave freed fragments behind each
         // cached object (garbage the allocator keeps, i.e. RSS).
         let text = SCRATCH.with_borrow_mut(|buf| {
             buf.clear();
-            let written = serde_json::to_writer(&mut *buf, &obj)
+            let written = serde_json::to_writer(&mut *buf, obj)
                 .map_err(|source| CachedObjectError::Encode {
                     name: display_name(&obj.metadata),
                     source,
                 })
                 .and_then(|()| {
-                    std::str::from_utf8(buf).map(Box::<str>::from).map_err(|e| {
+                    std::str::from_utf8(buf).map(Arc::<str>::from).map_err(|e| {
                         CachedObjectError::Encode {
                             name: display_name(&obj.metadata),
                             source: serde::ser::Error::custom(e),
@@ -114,31 +135,77 @@ impl CachedObject {
             }
             written
         })?;
-        let m = obj.metadata;
-        let meta = ObjectMeta {
+        let cached = Self(text);
+        // The accessors below read these back from the text and rely on this check: the text
+        // never changes and decoding is deterministic, so what decodes now decodes later.
+        let decode = |source| CachedObjectError::Decode {
+            name: display_name(&obj.metadata),
+            source,
+        };
+        cached.try_key().map_err(decode)?;
+        cached.try_metadata::<Lifecycle>().map_err(decode)?;
+        Ok(cached)
+    }
+
+    /// The trimmed object as JSON text: what a plugin receives.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// The object's name (empty if it has none).
+    pub fn name(&self) -> Cow<'_, str> {
+        self.key().name
+    }
+
+    /// The object's namespace; `None` for a cluster-scoped object.
+    pub fn namespace(&self) -> Option<Cow<'_, str>> {
+        Some(self.key().namespace).filter(|ns| !ns.is_empty())
+    }
+
+    /// The object's namespace (empty for a cluster-scoped object) and name, as the cache keys
+    /// objects.
+    pub(crate) fn key_parts(&self) -> (Cow<'_, str>, Cow<'_, str>) {
+        let key = self.key();
+        (key.namespace, key.name)
+    }
+
+    fn key(&self) -> Key<'_> {
+        self.try_key().unwrap_or_else(|e| checked(&e))
+    }
+
+    fn try_key(&self) -> Result<Key<'_>, serde_json::Error> {
+        #[derive(Deserialize)]
+        struct Object<'a> {
+            #[serde(borrow, default)]
+            metadata: Key<'a>,
+        }
+        serde_json::from_str::<Object<'_>>(&self.0).map(|o| o.metadata)
+    }
+
+    /// The identity and lifecycle metadata, read from the text: name, namespace, uid,
+    /// resourceVersion, generation, deletionTimestamp, finalizers. Labels, annotations and
+    /// owner references are NOT here: read them with [`CachedObject::labels`],
+    /// [`CachedObject::annotations`] and [`CachedObject::owner_references`]; the rest is in
+    /// [`CachedObject::text`].
+    pub fn meta(&self) -> ObjectMeta {
+        let m = self
+            .try_metadata::<Lifecycle>()
+            .unwrap_or_else(|e| checked(&e));
+        ObjectMeta {
             name: m.name,
             namespace: m.namespace,
             uid: m.uid,
             resource_version: m.resource_version,
             generation: m.generation,
-            finalizers: m.finalizers,
             deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
             ..ObjectMeta::default()
-        };
-        Ok(Self(Arc::new(Inner { meta, text })))
-    }
-
-    /// The trimmed object as JSON text: what a plugin receives.
-    pub fn text(&self) -> &str {
-        &self.0.text
+        }
     }
 
     /// The trimmed object as a JSON value.
     pub fn to_value(&self) -> Result<Value, CachedObjectError> {
-        serde_json::from_str(&self.0.text).map_err(|source| CachedObjectError::Decode {
-            name: display_name(&self.0.meta),
-            source,
-        })
+        serde_json::from_str(&self.0).map_err(|source| self.decode_error(source))
     }
 
     /// The object's labels (empty when it has none), read from the text.
@@ -162,22 +229,36 @@ impl CachedObject {
             .unwrap_or_default())
     }
 
+    fn metadata<M: DeserializeOwned + Default>(&self) -> Result<M, CachedObjectError> {
+        self.try_metadata()
+            .map_err(|source| self.decode_error(source))
+    }
+
     /// Decodes the fields `M` names from `metadata`; serde skips the rest of the text
     /// without allocating.
-    fn metadata<M: DeserializeOwned + Default>(&self) -> Result<M, CachedObjectError> {
+    fn try_metadata<M: DeserializeOwned + Default>(&self) -> Result<M, serde_json::Error> {
         #[derive(Deserialize)]
         #[serde(bound = "M: DeserializeOwned + Default")]
         struct Object<M> {
             #[serde(default)]
             metadata: M,
         }
-        serde_json::from_str::<Object<M>>(&self.0.text)
-            .map(|o| o.metadata)
-            .map_err(|source| CachedObjectError::Decode {
-                name: display_name(&self.0.meta),
-                source,
-            })
+        serde_json::from_str::<Object<M>>(&self.0).map(|o| o.metadata)
     }
+
+    fn decode_error(&self, source: serde_json::Error) -> CachedObjectError {
+        CachedObjectError::Decode {
+            name: self.to_string(),
+            source,
+        }
+    }
+}
+
+/// A read that [`CachedObject::encode`] checked once already failed: the text changed under
+/// an `Arc<str>`, which cannot happen.
+#[cold]
+fn checked(error: &serde_json::Error) -> ! {
+    unreachable!("a cached object's text was checked to decode when it was cached: {error}")
 }
 
 #[derive(Deserialize, Default)]
@@ -204,20 +285,29 @@ fn display_name(meta: &ObjectMeta) -> String {
     }
 }
 
+/// `namespace/name`, or `name` for a cluster-scoped object.
+impl fmt::Display for CachedObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.try_key() {
+            Ok(Key { namespace, name }) if namespace.is_empty() => f.write_str(&name),
+            Ok(Key { namespace, name }) => write!(f, "{namespace}/{name}"),
+            Err(_) => f.write_str("<unreadable>"),
+        }
+    }
+}
+
 impl fmt::Debug for CachedObject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedObject")
-            .field("name", &self.0.meta.name)
-            .field("namespace", &self.0.meta.namespace)
-            .field("resource_version", &self.0.meta.resource_version)
-            .field("bytes", &self.0.text.len())
+            .field("object", &self.to_string())
+            .field("bytes", &self.0.len())
             .finish()
     }
 }
 
 impl PartialEq for CachedObject {
     fn eq(&self, other: &Self) -> bool {
-        self.0.text == other.0.text
+        self.0 == other.0
     }
 }
 
@@ -228,46 +318,7 @@ impl<'de> Deserialize<'de> for CachedObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut obj = DynamicObject::deserialize(deserializer)?;
         super::trim_metadata(&mut obj.metadata);
-        Self::encode(obj).map_err(serde::de::Error::custom)
-    }
-}
-
-impl Resource for CachedObject {
-    type DynamicType = Kind;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &Kind) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-
-    fn group(dt: &Kind) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-
-    fn version(dt: &Kind) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-
-    fn api_version(dt: &Kind) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-
-    fn plural(dt: &Kind) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-
-    /// The identity and lifecycle metadata: name, namespace, uid, resourceVersion,
-    /// generation, deletionTimestamp, finalizers. Labels, annotations and owner references
-    /// are NOT here: read them with [`CachedObject::labels`], [`CachedObject::annotations`]
-    /// and [`CachedObject::owner_references`]; the rest is in [`CachedObject::text`].
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.meta
-    }
-
-    /// Changes the kept metadata only, not the text (copying the object first if it is
-    /// shared). The host never changes a cached object; this exists for the trait.
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut Arc::make_mut(&mut self.0).meta
+        Self::encode(&obj).map_err(serde::de::Error::custom)
     }
 }
 
@@ -275,7 +326,6 @@ impl Resource for CachedObject {
 mod tests {
     use super::*;
     use crate::watches::LAST_APPLIED;
-    use kube::core::GroupVersionKind;
     use serde_json::json;
 
     fn types() -> TypeMeta {
@@ -372,22 +422,35 @@ mod tests {
     }
 
     #[test]
-    fn store_keys_name_the_kind_and_object() {
-        let kind: Kind = Arc::new(ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "",
-            "v1",
-            "ConfigMap",
-        )));
+    fn name_and_namespace_are_read_from_the_text() {
         let cached = CachedObject::new(server_object(), &types()).expect("cached");
-        let key = kube::runtime::reflector::Lookup::to_object_ref(&cached, kind.clone());
-        assert_eq!(
-            key,
-            kube::runtime::reflector::ObjectRef::new_with("a", kind).within("ns")
+        assert_eq!(cached.name(), "a");
+        assert_eq!(cached.namespace().as_deref(), Some("ns"));
+        assert!(
+            matches!(cached.name(), Cow::Borrowed(_)),
+            "no copy without escapes"
         );
-        assert_eq!(
-            CachedObject::url_path(&key.dyntype, Some("ns")),
-            "/api/v1/namespaces/ns/configmaps"
-        );
+        assert_eq!(cached.to_string(), "ns/a");
+        let cluster: DynamicObject =
+            serde_json::from_value(json!({"metadata": {"name": "node-1"}})).expect("object");
+        let cluster = CachedObject::new(cluster, &types()).expect("cached");
+        assert_eq!(cluster.namespace(), None);
+        assert_eq!(cluster.to_string(), "node-1");
+    }
+
+    #[test]
+    fn an_escaped_name_reads_back_unescaped() {
+        let obj: DynamicObject =
+            serde_json::from_value(json!({"metadata": {"name": "a\"b", "namespace": "n"}}))
+                .expect("object");
+        let cached = CachedObject::new(obj, &types()).expect("cached");
+        assert_eq!(cached.name(), "a\"b");
+        assert_eq!(cached.meta().name.as_deref(), Some("a\"b"));
+    }
+
+    #[test]
+    fn a_cached_object_is_one_pointer() {
+        assert_eq!(std::mem::size_of::<CachedObject>(), 16);
     }
 
     #[test]

@@ -1,0 +1,370 @@
+//! [`Store`]: the content of one shared watch — its objects, keyed by namespace and name —
+//! and the [`Writer`] that applies the watcher's events to it.
+//!
+//! The table holds the [`CachedObject`]s themselves (a 16-byte pointer each) and finds them
+//! by the namespace and name read from their text, so a key copies nothing. kube-runtime's
+//! reflector store, which the caches used before, kept per object an `ObjectRef` key with its
+//! own copies of name, namespace, uid and resourceVersion beside the object and its
+//! `ObjectMeta`: about 500 bytes more than this per object (see `cargo bench -p wasmop --bench
+//! cache`). The price is that hashing or comparing a key parses the object's text (about a
+//! microsecond): once per change and per lookup, and once per object when the table grows.
+//!
+//! # Guarantees
+//! - Readers see the content as of the last applied event; a re-list (after the watch was
+//!   down) replaces the whole content at once when it completes, so objects deleted meanwhile
+//!   disappear, and until then readers see the content as it was.
+//! - The lock is held only to copy pointers in or out, never across an `.await`.
+
+use std::borrow::{Borrow, Cow};
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use kube::runtime::watcher::Event;
+
+use super::CachedObject;
+
+/// Which object: its namespace (`None` for cluster-scoped) and name. What work queues hold.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    /// The namespace, `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of `name` in `namespace`.
+    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+        Self {
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The key of `obj`.
+    pub fn of(obj: &CachedObject) -> Self {
+        let (namespace, name) = obj.key_parts();
+        Self {
+            namespace: Some(namespace.into_owned()).filter(|ns| !ns.is_empty()),
+            name: name.into_owned(),
+        }
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// The read side of one shared watch's cache. Cheap to clone; clones share the content.
+#[derive(Clone, Default)]
+pub struct Store {
+    objects: Arc<RwLock<HashSet<Entry>>>,
+}
+
+impl Store {
+    /// The object `name` in `namespace` (`None` for cluster-scoped), if cached.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<CachedObject> {
+        let lookup = Lookup {
+            namespace: namespace.unwrap_or(""),
+            name,
+        };
+        self.read()
+            .get(&lookup as &dyn Keyed)
+            .map(|entry| entry.0.clone())
+    }
+
+    /// Every cached object, in no particular order.
+    pub fn state(&self) -> Vec<CachedObject> {
+        self.read().iter().map(|entry| entry.0.clone()).collect()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashSet<Entry>> {
+        // A panic while the lock was held cannot leave the table half-changed: every change
+        // is one `HashSet` call or one swap.
+        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashSet<Entry>> {
+        self.objects.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Applies a watcher's events to its [`Store`].
+#[derive(Default)]
+pub struct Writer {
+    store: Store,
+    /// The objects of a (re-)list in progress, swapped in whole when it completes.
+    relist: Option<HashSet<Entry>>,
+}
+
+impl Writer {
+    /// A writer of an empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The store this writer fills.
+    pub fn reader(&self) -> Store {
+        self.store.clone()
+    }
+
+    /// Applies one event of kube-runtime's `watcher`: an applied object replaces the one of
+    /// the same namespace and name, a deleted one is removed; the objects of a list
+    /// (`Init`, `InitApply`…, `InitDone`) replace the whole content when the list completes.
+    pub fn apply_watcher_event(&mut self, event: &Event<CachedObject>) {
+        match event {
+            Event::Apply(obj) => {
+                self.store.write().replace(Entry(obj.clone()));
+            }
+            Event::Delete(obj) => {
+                self.store.write().remove(&Entry(obj.clone()) as &dyn Keyed);
+            }
+            Event::Init => {
+                // Sized for the content it will most likely replace: growing the table
+                // re-hashes (re-parses) every object already in it.
+                self.relist = Some(HashSet::with_capacity(self.store.len()));
+            }
+            Event::InitApply(obj) => {
+                self.relist
+                    .get_or_insert_with(HashSet::new)
+                    .replace(Entry(obj.clone()));
+            }
+            Event::InitDone => {
+                let mut listed = self.relist.take().unwrap_or_default();
+                listed.shrink_to_fit();
+                let old = std::mem::replace(&mut *self.store.write(), listed);
+                // Dropped after the lock is released: freeing thousands of objects takes time.
+                drop(old);
+            }
+        }
+    }
+}
+
+/// What the table is keyed by: a namespace (empty for cluster-scoped) and a name.
+trait Keyed {
+    fn key(&self) -> (Cow<'_, str>, Cow<'_, str>);
+}
+
+impl Hash for dyn Keyed + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let (namespace, name) = self.key();
+        namespace.hash(state);
+        name.hash(state);
+    }
+}
+
+impl PartialEq for dyn Keyed + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn Keyed + '_ {}
+
+/// A cached object as the table holds it: hashed and compared by its key only (a
+/// `CachedObject` itself compares by its whole text).
+struct Entry(CachedObject);
+
+impl Keyed for Entry {
+    fn key(&self) -> (Cow<'_, str>, Cow<'_, str>) {
+        self.0.key_parts()
+    }
+}
+
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self as &dyn Keyed).hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self as &dyn Keyed) == (other as &dyn Keyed)
+    }
+}
+
+impl Eq for Entry {}
+
+impl<'a> Borrow<dyn Keyed + 'a> for Entry {
+    fn borrow(&self) -> &(dyn Keyed + 'a) {
+        self
+    }
+}
+
+/// A key to look up, borrowed from the caller.
+struct Lookup<'a> {
+    namespace: &'a str,
+    name: &'a str,
+}
+
+impl Keyed for Lookup<'_> {
+    fn key(&self) -> (Cow<'_, str>, Cow<'_, str>) {
+        (Cow::Borrowed(self.namespace), Cow::Borrowed(self.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::{DynamicObject, TypeMeta};
+    use serde_json::json;
+
+    fn cm(namespace: Option<&str>, name: &str, value: &str) -> CachedObject {
+        let mut meta = json!({"name": name});
+        if let Some(ns) = namespace {
+            meta["namespace"] = json!(ns);
+        }
+        let obj: DynamicObject =
+            serde_json::from_value(json!({"metadata": meta, "data": {"v": value}}))
+                .expect("object");
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        CachedObject::new(obj, &types).expect("cached")
+    }
+
+    fn value_of(obj: &CachedObject) -> String {
+        obj.to_value().expect("value")["data"]["v"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn listed(writer: &mut Writer, objects: &[CachedObject]) {
+        writer.apply_watcher_event(&Event::Init);
+        for obj in objects {
+            writer.apply_watcher_event(&Event::InitApply(obj.clone()));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+    }
+
+    #[test]
+    fn an_applied_object_replaces_the_one_of_the_same_key_and_a_deleted_one_goes() {
+        let mut writer = Writer::new();
+        let store = writer.reader();
+        writer.apply_watcher_event(&Event::Apply(cm(Some("a"), "x", "1")));
+        writer.apply_watcher_event(&Event::Apply(cm(Some("b"), "x", "1")));
+        writer.apply_watcher_event(&Event::Apply(cm(None, "x", "cluster")));
+        writer.apply_watcher_event(&Event::Apply(cm(Some("a"), "x", "2")));
+        assert_eq!(store.len(), 3);
+        let got = store.get(Some("a"), "x").expect("cached");
+        assert_eq!(value_of(&got), "2", "the newer version");
+        assert_eq!(
+            value_of(&store.get(None, "x").expect("cluster-scoped")),
+            "cluster"
+        );
+        assert!(store.get(Some("c"), "x").is_none());
+        writer.apply_watcher_event(&Event::Delete(cm(Some("a"), "x", "2")));
+        assert!(store.get(Some("a"), "x").is_none());
+        assert!(store.get(Some("b"), "x").is_some(), "other namespaces stay");
+        assert_eq!(store.len(), 2);
+    }
+
+    #[test]
+    fn a_relist_replaces_the_whole_content_when_it_completes() {
+        let mut writer = Writer::new();
+        let store = writer.reader();
+        listed(
+            &mut writer,
+            &[cm(Some("a"), "gone", "1"), cm(Some("a"), "kept", "1")],
+        );
+        assert_eq!(store.len(), 2);
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(cm(Some("a"), "kept", "2")));
+        writer.apply_watcher_event(&Event::InitApply(cm(Some("a"), "new", "1")));
+        assert!(
+            store.get(Some("a"), "gone").is_some(),
+            "readers see the old content until the list completes"
+        );
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(store.get(Some("a"), "gone").is_none(), "deleted while down");
+        assert_eq!(value_of(&store.get(Some("a"), "kept").expect("kept")), "2");
+        assert!(store.get(Some("a"), "new").is_some());
+        assert_eq!(store.len(), 2);
+    }
+
+    #[test]
+    fn state_lists_every_object_sharing_the_stored_copies() {
+        let mut writer = Writer::new();
+        let store = writer.reader();
+        let objects: Vec<_> = (0..100)
+            .map(|i| cm(Some("a"), &format!("o-{i}"), "v"))
+            .collect();
+        listed(&mut writer, &objects);
+        let mut names: Vec<_> = store
+            .state()
+            .iter()
+            .map(|o| o.name().into_owned())
+            .collect();
+        names.sort();
+        let mut expected: Vec<_> = (0..100).map(|i| format!("o-{i}")).collect();
+        expected.sort();
+        assert_eq!(names, expected);
+        let got = store.get(Some("a"), "o-7").expect("cached");
+        assert!(std::ptr::eq(got.text(), objects[7].text()), "no copy");
+    }
+
+    #[test]
+    fn keys_with_escapes_are_found_by_their_decoded_names() {
+        let mut writer = Writer::new();
+        let store = writer.reader();
+        writer.apply_watcher_event(&Event::Apply(cm(Some("a"), "q\"uote", "1")));
+        assert!(store.get(Some("a"), "q\"uote").is_some());
+        assert_eq!(
+            ObjectKey::of(&store.state()[0]),
+            ObjectKey::new(Some("a"), "q\"uote")
+        );
+    }
+
+    #[test]
+    fn readers_on_other_threads_see_a_consistent_store_while_it_changes() {
+        let mut writer = Writer::new();
+        let store = writer.reader();
+        listed(&mut writer, &[cm(Some("a"), "fixed", "0")]);
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..2_000 {
+                        assert!(store.get(Some("a"), "fixed").is_some());
+                        let all = store.state();
+                        assert!(all.iter().any(|o| o.name() == "fixed"));
+                    }
+                })
+            })
+            .collect();
+        for i in 0..500 {
+            let obj = cm(Some("a"), &format!("o-{}", i % 50), &i.to_string());
+            writer.apply_watcher_event(&Event::Apply(obj.clone()));
+            if i % 3 == 0 {
+                writer.apply_watcher_event(&Event::Delete(obj));
+            }
+            if i % 100 == 0 {
+                listed(&mut writer, &[cm(Some("a"), "fixed", &i.to_string())]);
+            }
+        }
+        for reader in readers {
+            reader.join().expect("reader");
+        }
+        assert!(store.get(Some("a"), "fixed").is_some());
+    }
+}
