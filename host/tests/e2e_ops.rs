@@ -235,6 +235,9 @@ async fn readyz_waits_for_synced_caches_and_metrics_and_status_report_the_run() 
         l["fields"]["outcome"] == "trap" && object_ref(l).ends_with("/m")
     })
     .await;
+    // The mirrored child triggers a follow-up reconcile of its source: the snapshot below is
+    // taken once the controller is idle again, so the gauge of busy workers reads 0.
+    wait_idle(&host, "well-behaved").await;
     let text = host.metrics().await;
     let ok = r#"{controller="well-behaved"#;
     assert!(
@@ -568,6 +571,20 @@ async fn a_host_that_loses_its_lease_exits_non_zero_at_once() {
         "{}",
         host.log_text()
     );
+}
+
+/// Waits until no reconcile of `plugin` is running.
+async fn wait_idle(host: &Host, plugin: &str) {
+    let series = format!(r#"controller_runtime_active_workers{{controller="{plugin}"}}"#);
+    let deadline = Instant::now() + PATIENCE;
+    while host.metric(&series).await > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "{plugin} never went idle:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn wait_busy(host: &Host, plugin: &str) {
