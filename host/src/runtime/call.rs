@@ -19,6 +19,8 @@ use super::engine::{
     MAX_CORE_INSTANCES_PER_COMPONENT, MAX_MEMORIES_PER_COMPONENT, MAX_TABLE_ELEMENTS,
     MAX_TABLES_PER_COMPONENT,
 };
+use super::lane::Demotion;
+use super::lane::host_io::OnHost;
 use super::outcome::LimitKind;
 use super::wasi::Captured;
 use super::{Limits, PluginInner};
@@ -230,6 +232,9 @@ pub struct CallState {
     pub deadline: Instant,
     /// Set by the epoch callback when the deadline passed.
     pub timed_out: bool,
+    /// When the call moves to the low-priority lane; `None` when it never does (`describe`,
+    /// a runtime without a lane).
+    pub demotion: Option<Demotion>,
 }
 
 impl CallState {
@@ -288,7 +293,29 @@ impl CallState {
             },
             output: io.output,
             timed_out: false,
+            demotion: None,
         }
+    }
+
+    /// Counts one epoch callback (a slice of guest code) towards demotion. When the call is
+    /// demoted by it, its host calls' cluster operations are sent back to the host's runtime
+    /// from now on, and true is returned: the callback must yield so that the caller can move
+    /// the call.
+    pub fn count_slice(&mut self) -> bool {
+        let Some(demotion) = self.demotion.as_mut() else {
+            return false;
+        };
+        if !demotion.tick() {
+            return false;
+        }
+        let host = demotion.host.clone();
+        tracing::debug!(
+            plugin = %self.host.shared.plugin,
+            object = self.host.target.as_ref().map(tracing::field::display),
+            "a long-running call is demoted to the low-priority lane"
+        );
+        self.host.cluster = self.host.cluster.take().map(|c| OnHost::wrap(c, host));
+        true
     }
 
     /// Ends the call: its WASI context and (emptied) output buffers go back to `plugin`'s
