@@ -111,7 +111,11 @@ impl Lane {
             let _alive = alive;
             call.await
         }));
-        (task.join().await, true)
+        let out = task
+            .join()
+            .await
+            .expect("the lane is only shut down when dropped, and it outlives this borrow");
+        (out, true)
     }
 }
 
@@ -203,17 +207,13 @@ impl<T> Abort<T> {
         Self(runtime.spawn(future))
     }
 
-    /// Waits for the task's output. A panic in the task resumes here, as if the future had
-    /// been polled in place.
-    ///
-    /// # Panics
-    /// If the task was cancelled by its runtime shutting down: the lane lives as long as the
-    /// plugin runtime, which the caller holds, and the host's runtime outlives every call.
-    pub async fn join(mut self) -> T {
+    /// Waits for the task's output; `None` if its runtime shut down before it ended. A panic
+    /// in the task resumes here, as if the future had been polled in place.
+    pub async fn join(mut self) -> Option<T> {
         match (&mut self.0).await {
-            Ok(out) => out,
+            Ok(out) => Some(out),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => panic!("a task of a running call was cancelled by its runtime: {e}"),
+            Err(_cancelled) => None,
         }
     }
 }

@@ -28,14 +28,19 @@ impl OnHost {
     }
 
     /// Runs `op` on the host's runtime; dropping the wait (the call ended) aborts it, as
-    /// dropping the operation in place would.
+    /// dropping the operation in place would. Once the host's runtime is shutting down, the
+    /// operation is `unavailable` to the guest.
     async fn on_host<T, F>(&self, op: impl FnOnce(Arc<dyn Cluster>) -> F) -> Result<T, ClusterError>
     where
         F: Future<Output = Result<T, ClusterError>> + Send + 'static,
         T: Send + 'static,
     {
         let task = Abort::spawn(&self.host, op(Arc::clone(&self.inner)));
-        task.join().await
+        task.join().await.unwrap_or_else(|| {
+            Err(ClusterError::Unavailable(
+                "the host is shutting down".to_owned(),
+            ))
+        })
     }
 }
 
