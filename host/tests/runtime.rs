@@ -1234,3 +1234,71 @@ async fn a_demoted_call_dropped_by_its_caller_stops_and_frees_its_slot() {
     .await
     .expect("the cancelled call gave its slot back");
 }
+
+/// A cluster whose reads take a few milliseconds each, as over a network.
+struct SlowReads(Arc<MemoryCluster>);
+
+#[async_trait]
+impl Cluster for SlowReads {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        self.0.get(target).await
+    }
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<String>, ClusterError> {
+        self.0.list(kind, namespace, selector).await
+    }
+    async fn create(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
+        self.0.create(o, p).await
+    }
+    async fn apply(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
+        self.0.apply(o, p).await
+    }
+    async fn patch(
+        &self,
+        t: &ObjectRef,
+        patch: Patch<Value>,
+        p: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch(t, patch, p).await
+    }
+    async fn patch_status(
+        &self,
+        t: &ObjectRef,
+        patch: Patch<Value>,
+        p: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch_status(t, patch, p).await
+    }
+    async fn delete(&self, t: &ObjectRef, p: &PluginName) -> Result<(), ClusterError> {
+        self.0.delete(t, p).await
+    }
+    async fn emit_event(&self, e: Event, p: &PluginName) -> Result<(), ClusterError> {
+        self.0.emit_event(e, p).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
+    // 1000 reads of 2 ms each: seconds spent waiting, each read spanning epoch ticks, and
+    // little computing between them. Counting the tick after each read would demote it.
+    let limits = Limits {
+        deadline: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let rt = demoting(Duration::from_millis(50), Compiler::Cranelift, 2, limits);
+    let flood = load(&rt, "host-call-flood").await;
+    let object = target("victim", "1");
+    let cluster = Arc::new(SlowReads(seeded(vec![object.clone()])));
+    let (outcome, usage) = flood.reconcile_measured(cluster, request(object)).await;
+    assert_eq!(
+        outcome,
+        Outcome::LimitExceeded(LimitKind::HostCalls(1000)),
+        "{outcome}"
+    );
+    assert!(!usage.demoted, "{usage:?}");
+}

@@ -123,6 +123,10 @@ pub struct HostContext {
     pub denial: Option<Denial>,
     /// The limit the guest breached, if any.
     pub breach: Option<LimitKind>,
+    /// Set when a `kube`/`events` call starts: the epoch callback that follows its return
+    /// is the epoch having moved on while the guest waited, not computing, and does not
+    /// count towards demotion.
+    returned_from_cluster: bool,
 }
 
 impl HostContext {
@@ -160,6 +164,7 @@ impl HostContext {
             return Err(HostCallDuringDescribe(call).into());
         };
         self.calls_used = self.calls_used.saturating_add(1);
+        self.returned_from_cluster = true;
         if self.calls_used > self.shared.limits.host_calls {
             let kind = LimitKind::HostCalls(self.shared.limits.host_calls);
             self.breach = Some(kind);
@@ -290,6 +295,7 @@ impl CallState {
                 log_lines_dropped: 0,
                 denial: None,
                 breach: None,
+                returned_from_cluster: false,
             },
             output: io.output,
             timed_out: false,
@@ -297,7 +303,8 @@ impl CallState {
         }
     }
 
-    /// Counts one epoch callback (a slice of guest code) towards demotion. When the call is
+    /// Counts one epoch callback (a slice of guest code, but not the first after a
+    /// cluster call) towards demotion. When the call is
     /// demoted by it, its host calls' cluster operations are sent back to the host's runtime
     /// from now on, and true is returned: the callback must yield so that the caller can move
     /// the call.
@@ -305,6 +312,11 @@ impl CallState {
         let Some(demotion) = self.demotion.as_mut() else {
             return false;
         };
+        // A call that waited for the cluster across ticks is not computing: without this, a
+        // reconcile making many slow API calls would count one slice per call.
+        if std::mem::take(&mut self.host.returned_from_cluster) {
+            return false;
+        }
         if !demotion.tick() {
             return false;
         }
