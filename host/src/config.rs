@@ -49,6 +49,11 @@ pub const MAX_PLUGIN_MEMORY: u64 = 1 << 30;
 /// 5 minutes is the longest deadline: a reconcile holding a worker longer is a bug, and a
 /// graceful shutdown must not wait for it.
 pub const MAX_DEADLINE: Duration = Duration::from_secs(300);
+/// A call is demoted to the low-priority lane after 50 ms of guest computing: a healthy
+/// reconcile computes for well under a millisecond between host calls, so only a plugin that
+/// spins (or does real heavy work, which then runs on spare CPU) gets there, and a spinning
+/// one holds the host's workers for at most this long per call.
+pub const DEFAULT_DEMOTE_AFTER: Duration = Duration::from_millis(50);
 /// A version is failing after 5 traps or timeouts in a row: one object's backoff (0.5 s
 /// doubling) reaches it in about 8 s, and a version that fails 5 times without one success is
 /// broken rather than unlucky.
@@ -112,6 +117,9 @@ pub struct Config {
     /// plugin goes from hundreds of ms of Cranelift to tens of ms of Winch (README, "Reload
     /// latency"), for calls about a third slower until Cranelift's code takes over.
     pub tiered_compilation: bool,
+    /// Guest computing after which a call moves to the low-priority lane (threads at nice
+    /// 19); `None` never moves one.
+    pub demote_after: Option<Duration>,
     /// The host's own namespace.
     pub namespace: String,
     /// How long a recorded plugin may be missing before its finalizers are released.
@@ -218,6 +226,16 @@ impl Config {
                 (!d.is_zero()).then_some(d)
             }
         };
+        let demote_after = match raw.demote_after.as_deref() {
+            None => Some(DEFAULT_DEMOTE_AFTER),
+            Some(text) => {
+                let d = parse_duration(text).map_err(|source| ConfigError::Unit {
+                    field: "demoteAfter".into(),
+                    source,
+                })?;
+                (!d.is_zero()).then_some(d)
+            }
+        };
         let log_format = match raw.log_format.as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
@@ -299,6 +317,7 @@ impl Config {
             cache_directory: raw.cache_directory.map(PathBuf::from),
             precompiled_directory: raw.precompiled_directory.map(PathBuf::from),
             tiered_compilation: raw.tiered_compilation.unwrap_or(true),
+            demote_after,
             namespace,
             orphaned_finalizer_grace,
             kubeconfig,
@@ -333,7 +352,8 @@ impl Config {
             .concurrency(self.concurrency)
             .limits(limits)
             .consume_fuel(self.any_fuel_budget())
-            .tiered(self.tiered_compilation);
+            .tiered(self.tiered_compilation)
+            .demote_after(self.demote_after);
         if let Some(dir) = &self.cache_directory {
             config = config.cache_dir(dir);
         }
@@ -623,6 +643,22 @@ mod tests {
         // A plugin that appears later without an entry gets the defaults' budget.
         let later = PluginName::new("added-later").expect("name");
         assert_eq!(defaults.plugin(&later).limits.fuel, Some(5000));
+    }
+
+    #[test]
+    fn calls_are_demoted_after_50ms_unless_the_config_says_otherwise() {
+        let default = parse("").expect("valid").runtime_config();
+        assert_eq!(default.demote_after, Some(Duration::from_millis(50)));
+        let sooner = parse("demoteAfter: 10ms\n").expect("valid");
+        assert_eq!(
+            sooner.runtime_config().demote_after,
+            Some(Duration::from_millis(10))
+        );
+        let never = parse("demoteAfter: 0s\n").expect("valid");
+        assert_eq!(never.runtime_config().demote_after, None);
+        let err = parse("demoteAfter: soon\n").expect_err("not a duration");
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert!(text.contains("demoteAfter"), "{text}");
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! `leader_election_master_status{name}` (the Lease).
 //! wasmop's own are prefixed `wasmop_` (host calls by verb and outcome are counted by
 //! [`crate::controller::counted`]; `wasmop_plugin_memory_peak_bytes` and
-//! `wasmop_plugin_fuel_consumed_total` come from each call's [`Usage`]). Labels are bounded: plugin names, verbs, outcome and
+//! `wasmop_plugin_fuel_consumed_total` and `wasmop_plugin_calls_demoted_total` come from each
+//! call's [`Usage`]). Labels are bounded: plugin names, verbs, outcome and
 //! cause labels, states, versions and digests of loaded plugins — never object names.
 
 mod labels;
@@ -104,6 +105,7 @@ pub struct Metrics {
     load_time: Histograms<LoadLabels>,
     memory_peak: Family<PluginLabels, Gauge>,
     fuel: Family<PluginLabels, Counter>,
+    demoted: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
 }
 
@@ -284,6 +286,12 @@ impl Metrics {
             "Fuel (roughly, wasm instructions) the plugin's calls consumed, when it has a fuel budget",
             fuel.clone(),
         );
+        let demoted = Family::<PluginLabels, Counter>::default();
+        r.register(
+            "wasmop_plugin_calls_demoted",
+            "Calls of the plugin that computed so long that they were moved to the low-priority lane",
+            demoted.clone(),
+        );
         let reloads = Family::<ReloadLabels, Counter>::default();
         r.register(
             "wasmop_plugin_reloads",
@@ -318,6 +326,7 @@ impl Metrics {
             load_time,
             memory_peak,
             fuel,
+            demoted,
             reloads,
         }
     }
@@ -551,7 +560,8 @@ impl Metrics {
             .inc();
     }
 
-    /// Records what one call used: raises the plugin's memory high-water mark, adds its fuel.
+    /// Records what one call used: raises the plugin's memory high-water mark, adds its fuel,
+    /// counts it if it was demoted to the low-priority lane.
     pub fn usage(&self, plugin: &str, usage: &Usage) {
         let labels = PluginLabels {
             plugin: plugin.to_owned(),
@@ -563,6 +573,9 @@ impl Metrics {
             .fetch_max(peak, std::sync::atomic::Ordering::Relaxed);
         if let Some(fuel) = usage.fuel {
             self.fuel.get_or_create(&labels).inc_by(fuel);
+        }
+        if usage.demoted {
+            self.demoted.get_or_create(&labels).inc();
         }
     }
 
@@ -641,7 +654,11 @@ mod tests {
     #[test]
     fn memory_high_water_mark_only_rises_and_fuel_adds_up() {
         let m = Metrics::new();
-        let call = |memory_peak, fuel| Usage { memory_peak, fuel };
+        let call = |memory_peak, fuel| Usage {
+            memory_peak,
+            fuel,
+            demoted: false,
+        };
         m.usage("p", &call(2 << 20, Some(1_000)));
         m.usage("p", &call(1 << 20, Some(500)));
         m.usage("p", &call(3 << 20, None));
@@ -652,6 +669,28 @@ mod tests {
         );
         assert!(
             text.contains(r#"wasmop_plugin_fuel_consumed_total{plugin="p"} 1500"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn demoted_calls_are_counted_per_plugin() {
+        let m = Metrics::new();
+        let call = |demoted| Usage {
+            demoted,
+            ..Usage::default()
+        };
+        m.usage("spinner", &call(true));
+        m.usage("spinner", &call(true));
+        m.usage("spinner", &call(false));
+        m.usage("healthy", &call(false));
+        let text = m.render();
+        assert!(
+            text.contains(r#"wasmop_plugin_calls_demoted_total{plugin="spinner"} 2"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains(r#"wasmop_plugin_calls_demoted_total{plugin="healthy"}"#),
             "{text}"
         );
     }

@@ -19,6 +19,7 @@ mod describe;
 mod dispatch;
 mod engine;
 mod hostcalls;
+mod lane;
 mod loader;
 mod outcome;
 pub mod precompiled;
@@ -73,6 +74,8 @@ struct RuntimeInner {
     tiering: tiered::Tiering,
     config: RuntimeConfig,
     ticker: engine::EpochTicker,
+    /// Where long-running calls are demoted to (when `config.demote_after` is set).
+    lane: lane::Lane,
 }
 
 /// The plugin runtime. Cheap to clone; share one per process.
@@ -106,6 +109,7 @@ impl Runtime {
                 tiering,
                 config,
                 ticker,
+                lane: lane::Lane::new(),
             }),
         })
     }
@@ -155,6 +159,13 @@ impl Runtime {
     /// How tiered loading's background compilations went (all zero when it is off).
     pub fn tiering(&self) -> TieringStats {
         self.inner.tiering.stats()
+    }
+
+    /// Demoted calls still running on the low-priority lane (see
+    /// [`RuntimeConfig::demote_after`]); a cancelled call's task leaves it at the guest's next
+    /// epoch yield.
+    pub fn demoted_running(&self) -> usize {
+        self.inner.lane.running()
     }
 
     /// Waits until no background Cranelift compilation of tiered loading is under way.

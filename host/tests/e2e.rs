@@ -265,6 +265,54 @@ async fn hostile_plugin_beside_a_healthy_one_does_not_stop_it() {
     host.stop().await;
 }
 
+/// A spinning plugin's calls are demoted to the low-priority lane (default `demoteAfter`) and
+/// reported as such in /metrics, while a healthy plugin keeps reconciling new objects beside
+/// it; the spinning calls still end at their deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spinning_plugin_is_demoted_while_a_healthy_one_keeps_reconciling() {
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    let plugins = ["infinite-loop", "well-behaved"];
+    let config = confined(&env, &plugins, "    deadline: 2s\n    concurrency: 2\n");
+    let mut host = Host::start(&env, &plugins, &config).await;
+    for i in 0..2 {
+        create_target(&env, &format!("spun{i}"), &format!("s{i}")).await;
+    }
+    host.wait_log("a spinning call to be demoted", |l| {
+        l["fields"]["plugin"] == "infinite-loop"
+            && message(l) == "a long-running call is demoted to the low-priority lane"
+    })
+    .await;
+    // Created while the spinning calls run on the lane: the healthy plugin reconciles them.
+    for i in 0..5 {
+        create_target(&env, &format!("t{i}"), &format!("v{i}")).await;
+    }
+    for i in 0..5 {
+        wait_mirrored(&env, &format!("t{i}"), &format!("v{i}")).await;
+    }
+    host.wait_log("a demoted call to end at its deadline", |l| {
+        l["span"]["plugin"] == "infinite-loop"
+            && l["fields"]["outcome"]
+                .as_str()
+                .is_some_and(|o| o.contains("deadline of 2000 ms"))
+    })
+    .await;
+    let demoted = r#"wasmop_plugin_calls_demoted_total{plugin="infinite-loop"}"#;
+    let mut seen = host.metric(demoted).await;
+    let give_up = std::time::Instant::now() + PATIENCE;
+    while seen < 1.0 && std::time::Instant::now() < give_up {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen = host.metric(demoted).await;
+    }
+    let text = host.metrics().await;
+    assert!(seen >= 1.0, "{text}");
+    assert!(
+        !text.contains(r#"wasmop_plugin_calls_demoted_total{plugin="well-behaved"}"#),
+        "the healthy plugin's calls are never demoted: {text}"
+    );
+    host.stop().await;
+}
+
 /// `fuel:` budgets in the host config: the engine meters fuel because a plugin has a budget; a
 /// spinning plugin is stopped by its small budget (reported as a fuel abort) while the host
 /// keeps serving, and a plugin that arrives later through the source gets its own, generous

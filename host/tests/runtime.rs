@@ -1135,3 +1135,170 @@ async fn hostile_plugins_end_in_their_typed_outcomes_on_the_winch_code_of_a_tier
         "{outcome}"
     );
 }
+
+/// A runtime that demotes calls to the low-priority lane after `after` of guest computing.
+fn demoting(after: Duration, compiler: Compiler, concurrency: u32, limits: Limits) -> Runtime {
+    Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(concurrency)
+            .limits(limits)
+            .compiler(compiler)
+            .demote_after(Some(after)),
+    )
+    .expect("a demoting runtime starts")
+}
+
+/// Waits (polling) until `rt` has `n` demoted calls running; a hang here is the failure.
+async fn until_demoted_running(rt: &Runtime, n: usize) {
+    while rt.demoted_running() != n {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spinning_call_is_demoted_and_still_times_out_with_its_usage_while_a_healthy_one_works() {
+    // Both compilers: tiered loading runs Winch code through the same epoch callback.
+    for compiler in [Compiler::Cranelift, Compiler::Winch] {
+        let rt = demoting(Duration::from_millis(20), compiler, 16, test_limits());
+        let healthy = load(&rt, "well-behaved").await;
+        let spinning = load(&rt, "infinite-loop").await;
+        let object = target("spin", "1");
+        let cluster = seeded(vec![object.clone()]);
+        let spin =
+            tokio::spawn(
+                async move { spinning.reconcile_measured(cluster, request(object)).await },
+            );
+        until_demoted_running(&rt, 1).await;
+        // A healthy plugin called meanwhile completes correctly, and is not demoted.
+        let mut calls = 0u32;
+        while !spin.is_finished() || calls < 3 {
+            calls += 1;
+            healthy_call(&healthy, &format!("h{calls}"), &calls.to_string()).await;
+        }
+        let object = target("measured", "1");
+        let (outcome, usage) = healthy
+            .reconcile_measured(seeded(vec![object.clone()]), request(object))
+            .await;
+        assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+        assert!(!usage.demoted, "a quick call stays where it is: {usage:?}");
+
+        let (outcome, usage) = spin.await.expect("the spinning call's task");
+        expect_outcome("infinite-loop", &outcome);
+        assert!(usage.demoted, "{compiler:?}: {usage:?}");
+        assert!(
+            usage.memory_peak >= 64 << 10,
+            "usage still reported: {usage:?}"
+        );
+        assert_eq!(rt.demoted_running(), 0, "the lane has no task left");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hostile_guest_keeps_its_typed_outcome_when_demoted_at_once() {
+    // Demoted at the first slice of computing: the limits (memory, host calls and bytes,
+    // output, grants, deadline) hold on the lane, and host calls made from there still work.
+    let rt = demoting(
+        Duration::from_millis(1),
+        Compiler::Cranelift,
+        16,
+        test_limits(),
+    );
+    let hostile = start_hostile(&rt).await;
+    expect_hostile(hostile, None, "demoted at once").await;
+    healthy_call(&load(&rt, "well-behaved").await, "after", "done").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_call_dropped_by_its_caller_stops_and_frees_its_slot() {
+    // One instance slot, and a deadline far beyond the test: only cancelling frees the slot.
+    let limits = Limits {
+        deadline: Duration::from_secs(120),
+        ..Limits::default()
+    };
+    let rt = demoting(Duration::from_millis(5), Compiler::Cranelift, 1, limits);
+    let spinning = load(&rt, "infinite-loop").await;
+    let healthy = load(&rt, "well-behaved").await;
+    let object = target("spin", "1");
+    let cluster = seeded(vec![object.clone()]);
+    let spin = tokio::spawn(async move { spinning.reconcile(cluster, request(object)).await });
+    until_demoted_running(&rt, 1).await;
+    spin.abort();
+    assert!(spin.await.expect_err("aborted").is_cancelled());
+    until_demoted_running(&rt, 0).await;
+    // The only slot is free again: a healthy call gets it (it would wait two minutes for the
+    // spinning call's deadline otherwise).
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        healthy_call(&healthy, "after", "1"),
+    )
+    .await
+    .expect("the cancelled call gave its slot back");
+}
+
+/// A cluster whose reads take a few milliseconds each, as over a network.
+struct SlowReads(Arc<MemoryCluster>);
+
+#[async_trait]
+impl Cluster for SlowReads {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        self.0.get(target).await
+    }
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<String>, ClusterError> {
+        self.0.list(kind, namespace, selector).await
+    }
+    async fn create(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
+        self.0.create(o, p).await
+    }
+    async fn apply(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
+        self.0.apply(o, p).await
+    }
+    async fn patch(
+        &self,
+        t: &ObjectRef,
+        patch: Patch<Value>,
+        p: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch(t, patch, p).await
+    }
+    async fn patch_status(
+        &self,
+        t: &ObjectRef,
+        patch: Patch<Value>,
+        p: &PluginName,
+    ) -> Result<Value, ClusterError> {
+        self.0.patch_status(t, patch, p).await
+    }
+    async fn delete(&self, t: &ObjectRef, p: &PluginName) -> Result<(), ClusterError> {
+        self.0.delete(t, p).await
+    }
+    async fn emit_event(&self, e: Event, p: &PluginName) -> Result<(), ClusterError> {
+        self.0.emit_event(e, p).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
+    // 1000 reads of 2 ms each: seconds spent waiting, each read spanning epoch ticks, and
+    // little computing between them. Counting the tick after each read would demote it.
+    let limits = Limits {
+        deadline: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let rt = demoting(Duration::from_millis(50), Compiler::Cranelift, 2, limits);
+    let flood = load(&rt, "host-call-flood").await;
+    let object = target("victim", "1");
+    let cluster = Arc::new(SlowReads(seeded(vec![object.clone()])));
+    let (outcome, usage) = flood.reconcile_measured(cluster, request(object)).await;
+    assert_eq!(
+        outcome,
+        Outcome::LimitExceeded(LimitKind::HostCalls(1000)),
+        "{outcome}"
+    );
+    assert!(!usage.demoted, "{usage:?}");
+}

@@ -56,6 +56,9 @@ pub struct RunArgs {
         value_name = "DIR"
     )]
     pub precompiled_directory: Option<PathBuf>,
+    /// Guest computing after which a call moves to low-priority threads (`50ms`; `0s`: never).
+    #[arg(long, env = "WASMOP_DEMOTE_AFTER", value_name = "DURATION")]
+    pub demote_after: Option<String>,
     /// The host's own namespace (where it records plugins' finalizers).
     #[arg(long, env = "WASMOP_NAMESPACE")]
     pub namespace: Option<String>,
@@ -124,6 +127,9 @@ impl RunArgs {
             raw.leader_election
                 .get_or_insert_with(Default::default)
                 .enabled = Some(on);
+        }
+        if let Some(d) = &self.demote_after {
+            raw.demote_after = Some(d.clone());
         }
         if let Some(ns) = &self.namespace {
             raw.namespace = Some(ns.clone());

@@ -36,6 +36,8 @@
 //! precompiledDirectory: /usr/lib/wasmop/precompiled
 //! # A version without an artefact runs on Winch code at once, Cranelift's later (default: true).
 //! tieredCompilation: true
+//! # A call whose guest code computes this long moves to nice-19 threads (default 50ms; 0s = never).
+//! demoteAfter: 50ms
 //! # The host's own namespace, where it records plugins' finalizers (default: $POD_NAMESPACE,
 //! # else wasmop-system).
 //! namespace: wasmop-system
@@ -96,6 +98,9 @@ pub struct RawConfig {
     pub precompiled_directory: Option<String>,
     /// Tiered loading: Winch code first, Cranelift's once compiled in the background.
     pub tiered_compilation: Option<bool>,
+    /// Guest computing after which a call is demoted to the low-priority lane, as a duration
+    /// (`0s`: never).
+    pub demote_after: Option<String>,
     /// The host's own namespace.
     pub namespace: Option<String>,
     /// Grace period before a missing plugin's finalizers are released.

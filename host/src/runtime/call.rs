@@ -19,6 +19,8 @@ use super::engine::{
     MAX_CORE_INSTANCES_PER_COMPONENT, MAX_MEMORIES_PER_COMPONENT, MAX_TABLE_ELEMENTS,
     MAX_TABLES_PER_COMPONENT,
 };
+use super::lane::Demotion;
+use super::lane::host_io::OnHost;
 use super::outcome::LimitKind;
 use super::wasi::Captured;
 use super::{Limits, PluginInner};
@@ -121,6 +123,10 @@ pub struct HostContext {
     pub denial: Option<Denial>,
     /// The limit the guest breached, if any.
     pub breach: Option<LimitKind>,
+    /// Set when a `kube`/`events` call starts: the epoch callback that follows its return
+    /// is the epoch having moved on while the guest waited, not computing, and does not
+    /// count towards demotion.
+    returned_from_cluster: bool,
 }
 
 impl HostContext {
@@ -158,6 +164,7 @@ impl HostContext {
             return Err(HostCallDuringDescribe(call).into());
         };
         self.calls_used = self.calls_used.saturating_add(1);
+        self.returned_from_cluster = true;
         if self.calls_used > self.shared.limits.host_calls {
             let kind = LimitKind::HostCalls(self.shared.limits.host_calls);
             self.breach = Some(kind);
@@ -230,6 +237,9 @@ pub struct CallState {
     pub deadline: Instant,
     /// Set by the epoch callback when the deadline passed.
     pub timed_out: bool,
+    /// When the call moves to the low-priority lane; `None` when it never does (`describe`,
+    /// a runtime without a lane).
+    pub demotion: Option<Demotion>,
 }
 
 impl CallState {
@@ -285,10 +295,39 @@ impl CallState {
                 log_lines_dropped: 0,
                 denial: None,
                 breach: None,
+                returned_from_cluster: false,
             },
             output: io.output,
             timed_out: false,
+            demotion: None,
         }
+    }
+
+    /// Counts one epoch callback (a slice of guest code, but not the first after a
+    /// cluster call) towards demotion. When the call is
+    /// demoted by it, its host calls' cluster operations are sent back to the host's runtime
+    /// from now on, and true is returned: the callback must yield so that the caller can move
+    /// the call.
+    pub fn count_slice(&mut self) -> bool {
+        let Some(demotion) = self.demotion.as_mut() else {
+            return false;
+        };
+        // A call that waited for the cluster across ticks is not computing: without this, a
+        // reconcile making many slow API calls would count one slice per call.
+        if std::mem::take(&mut self.host.returned_from_cluster) {
+            return false;
+        }
+        if !demotion.tick() {
+            return false;
+        }
+        let host = demotion.host.clone();
+        tracing::debug!(
+            plugin = %self.host.shared.plugin,
+            object = self.host.target.as_ref().map(tracing::field::display),
+            "a long-running call is demoted to the low-priority lane"
+        );
+        self.host.cluster = self.host.cluster.take().map(|c| OnHost::wrap(c, host));
+        true
     }
 
     /// Ends the call: its WASI context and (emptied) output buffers go back to `plugin`'s

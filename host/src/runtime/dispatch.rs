@@ -5,12 +5,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio::runtime::Handle;
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 
 use super::bindings::exports::wasmop::plugin::reconciler;
 use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
+use super::engine::Ticking;
 use super::hostcalls::{json_text, to_wit_ref};
+use super::lane::Demotion;
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
 use super::wasi::{self, Printed};
 use super::{Compiler, Limits, Request};
@@ -28,7 +32,10 @@ pub enum Entry {
 
 /// A store for one call, with the limiter, fuel and epoch deadline installed. The epoch
 /// callback yields to tokio every tick (so a busy guest never starves other tasks on its
-/// worker thread) and traps once the deadline has passed.
+/// worker thread), counts the slices of guest code towards the call's demotion to the
+/// low-priority lane (see [`super::lane`]) and traps once the deadline has passed. The
+/// callback runs only while guest code runs (an epoch check in the code finds the deadline
+/// passed), so the count is of computing, not of waiting for host calls.
 ///
 /// `metered` says whether the engine consumes fuel: a store of such an engine starts with
 /// none, so a call without a budget (`fuel` is `None`) gets all there is, which no call can
@@ -51,6 +58,8 @@ pub fn new_store(
             state.timed_out = true;
             return Err(DeadlineExceeded.into());
         }
+        // On demotion too the fiber must suspend, so that the caller can move the call.
+        state.count_slice();
         Ok(UpdateDeadline::Yield(1))
     });
     Ok(store)
@@ -97,6 +106,15 @@ fn trimmed(mut object: serde_json::Value) -> serde_json::Value {
     object
 }
 
+/// What a call holds until it really ends, moved with it if it is demoted. Fields drop in
+/// order: the store (and with it the instance) before the slot permit that let it exist, and
+/// the epoch hold last, so that a guest is never left running without ticks.
+struct Held {
+    store: Store<CallState>,
+    _slot: OwnedSemaphorePermit,
+    _ticking: Ticking,
+}
+
 async fn run(
     plugin: &PluginInner,
     cluster: Arc<dyn Cluster>,
@@ -107,14 +125,19 @@ async fn run(
     // The code current now runs this whole call, even if tiered loading replaces it meanwhile.
     let code = plugin.code.current();
     // Never fails: the semaphore lives as long as the runtime and is never closed.
-    let Ok(_slot) = plugin.runtime.slots.acquire().await else {
+    let Ok(slot) = Arc::clone(&plugin.runtime.slots).acquire_owned().await else {
         unreachable!("the instance-slot semaphore is never closed");
     };
     // Epochs advance (deadline, yields) while this call may run guest code.
-    let _ticking = plugin.runtime.ticker.ticking();
-    let state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
-    let metered = plugin.runtime.config.fuel_enabled();
-    let mut store = match new_store(&code.engine, state, metered, limits.fuel) {
+    let ticking = plugin.runtime.ticker.ticking();
+    let mut state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
+    let config = &plugin.runtime.config;
+    state.demotion = config
+        .demote_after
+        .map(|after| Demotion::new(after, config.epoch_tick, Handle::current()));
+    let signal = state.demotion.as_ref().map(Demotion::signal);
+    let metered = config.fuel_enabled();
+    let store = match new_store(&code.engine, state, metered, limits.fuel) {
         Ok(store) => store,
         Err(e) => {
             let outcome = Outcome::Trap {
@@ -132,17 +155,38 @@ async fn run(
         },
     };
     let started = Instant::now();
-    let call = async {
-        let instance = code.pre.instantiate_async(&mut store).await?;
-        let exports = instance.wasmop_plugin_reconciler();
-        match entry {
-            Entry::Reconcile => exports.call_reconcile(&mut store, &wit_request).await,
-            Entry::Cleanup => exports.call_cleanup(&mut store, &wit_request).await,
-        }
+    let mut held = Held {
+        store,
+        _slot: slot,
+        _ticking: ticking,
     };
-    // The epoch deadline stops a guest that computes; this also stops one waiting in a host
-    // call (a slow API server), which epochs cannot interrupt.
-    let result = tokio::time::timeout(limits.deadline, call).await;
+    let deadline = limits.deadline;
+    let pre = Arc::clone(&code);
+    // Owns all it uses, so that it can move to the low-priority lane whole.
+    let call = async move {
+        let store = &mut held.store;
+        let call = async {
+            let instance = pre.pre.instantiate_async(&mut *store).await?;
+            let exports = instance.wasmop_plugin_reconciler();
+            match entry {
+                Entry::Reconcile => exports.call_reconcile(&mut *store, &wit_request).await,
+                Entry::Cleanup => exports.call_cleanup(&mut *store, &wit_request).await,
+            }
+        };
+        // The epoch deadline stops a guest that computes; this also stops one waiting in a
+        // host call (a slow API server), which epochs cannot interrupt.
+        let result = tokio::time::timeout(deadline, call).await;
+        (held, result)
+    };
+    let (held, result) = match signal {
+        None => call.await,
+        Some(signal) => plugin.runtime.lane.run(call, &signal).await.0,
+    };
+    let Held {
+        store,
+        _slot,
+        _ticking,
+    } = held;
     let fuel = limits
         .fuel
         .map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0)));
@@ -150,6 +194,7 @@ async fn run(
     let usage = Usage {
         memory_peak: u64::try_from(state.limiter.peak).unwrap_or(u64::MAX),
         fuel,
+        demoted: state.demotion.as_ref().is_some_and(|d| d.demoted),
     };
     let printed = state.output.take();
     wasi::forward(
@@ -173,8 +218,8 @@ async fn run(
     }
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     log_outcome(&outcome, plugin, &request.target, elapsed_us);
-    // Dropping the instance returns its slot to the pool; the WASI context goes back to the
-    // plugin for its next call.
+    // Dropping the instance (then the slot permit, then the epoch hold) returns its slot to
+    // the pool; the WASI context goes back to the plugin for its next call.
     store.into_data().recycle(plugin);
     (outcome, usage, code.compiler)
 }

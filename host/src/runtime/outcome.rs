@@ -13,6 +13,8 @@ pub struct Usage {
     pub memory_peak: u64,
     /// The fuel the call consumed, when the plugin runs with a fuel budget.
     pub fuel: Option<u64>,
+    /// Whether the call ran so long that it was moved to the low-priority lane.
+    pub demoted: bool,
 }
 
 /// What to do after a successful call.

@@ -109,6 +109,12 @@ pub struct RuntimeConfig {
     /// run` takes it from the host config. Only with the Cranelift compiler, on x86_64 and
     /// aarch64.
     pub tiered: bool,
+    /// After how much computing a call is demoted: moved off the host's tokio workers to the
+    /// low-priority lane, whose threads run at nice 19 (see [`Runtime::demoted_running`]).
+    /// Counted in slices of guest code of one epoch tick each, so time spent waiting (for a
+    /// host call, for a worker) does not count. Off by default (a tool that runs one call
+    /// has nothing to protect); `wasmop run` takes it from the host config (50 ms).
+    pub demote_after: Option<Duration>,
 }
 
 impl Default for RuntimeConfig {
@@ -124,6 +130,7 @@ impl Default for RuntimeConfig {
             consume_fuel: false,
             compiler: Compiler::Cranelift,
             tiered: false,
+            demote_after: None,
         }
     }
 }
@@ -198,6 +205,17 @@ impl RuntimeConfig {
     #[must_use]
     pub fn tiered(mut self, on: bool) -> Self {
         self.tiered = on;
+        self
+    }
+
+    /// Demotes calls whose guest code has computed for `after` to the low-priority lane
+    /// (`None`: never). Shorter protects the host and healthy plugins sooner from a spinning
+    /// one; longer keeps ordinary reconciles, which compute for well under a millisecond, far
+    /// from it. Either way a demoted call keeps every limit and finishes whenever there is
+    /// CPU to spare.
+    #[must_use]
+    pub fn demote_after(mut self, after: Option<Duration>) -> Self {
+        self.demote_after = after;
         self
     }
 
