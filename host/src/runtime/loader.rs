@@ -18,7 +18,7 @@ use super::outcome::Outcome;
 use super::tiered::{Code, CodeCell, promote_later};
 use super::wasi::WasiPool;
 use super::{Compiler, LoadOptions, PluginInner, Runtime};
-use crate::plugin::{Digest, PluginInfo};
+use crate::plugin::{ComponentBytes, Digest, PluginInfo};
 use crate::policy::{Grants, PolicyError};
 
 /// The `wasmop:plugin` version this host implements.
@@ -347,11 +347,12 @@ fn compile(
 
 /// Starts compiling `bytes` ahead of its load (see [`super::ahead`]), when they frame a whole
 /// component.
-pub fn compile_ahead(runtime: &Runtime, bytes: Vec<u8>) {
-    if check_framing(&bytes).is_err() {
+pub fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
+    if check_framing(component.bytes()).is_err() {
         return;
     }
-    let digest = Digest::of(&bytes);
+    let digest = component.digest();
+    let bytes = component.into_bytes();
     let rt = runtime.clone();
     runtime
         .inner
@@ -361,14 +362,14 @@ pub fn compile_ahead(runtime: &Runtime, bytes: Vec<u8>) {
 
 pub async fn load(
     runtime: &Runtime,
-    bytes: Vec<u8>,
+    component: ComponentBytes,
     options: LoadOptions,
 ) -> Result<super::Plugin, LoadError> {
-    check_framing(&bytes)?;
+    check_framing(component.bytes())?;
     let limits = check_options(runtime, &options)?;
-    let digest = Digest::of(&bytes);
+    let digest = component.digest();
     // Kept for the background Cranelift compilation of a tiered load.
-    let bytes = Arc::new(bytes);
+    let bytes = Arc::new(component.into_bytes());
     // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads.
     let task = match runtime.inner.ahead.take(&digest) {
         Some(started) => started,
