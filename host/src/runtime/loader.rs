@@ -4,6 +4,8 @@
 //! loading, a version without an artefact is compiled by Winch and its Cranelift compilation
 //! starts in the background ([`super::tiered`]).
 
+mod image;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -397,6 +399,11 @@ pub async fn load(
         .map_err(LoadError::ImportMismatch)?;
     let pre = PluginPre::new(instance_pre).map_err(LoadError::MissingExports)?;
     let info = describe(runtime, engine, &pre, &limits).await?;
+    if stats.from_cache {
+        // Mapped from an artefact file: what loading and `describe` touched need not stay
+        // resident (see `image`).
+        image::release(&component);
+    }
     let grants = Grants::new(&info, &options.policy)?;
     let code = CodeCell::new(Code {
         engine: engine.clone(),
