@@ -228,6 +228,45 @@ impl From<[u8; 32]> for Digest {
     }
 }
 
+/// A component's bytes with their [`Digest`], hashed once where the bytes are read: the
+/// registry compares versions by it and the loader finds the cached artefact by it, and
+/// hashing a component twice was a measurable part of start-up. The fields are private, so
+/// the digest always belongs to the bytes.
+#[derive(Debug, Clone)]
+pub struct ComponentBytes {
+    bytes: Vec<u8>,
+    digest: Digest,
+}
+
+impl ComponentBytes {
+    /// Hashes `bytes`.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let digest = Digest::of(&bytes);
+        Self { bytes, digest }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Their digest.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
+    /// The bytes, without their digest.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+impl From<Vec<u8>> for ComponentBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::new(bytes)
+    }
+}
+
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for b in self.0 {

@@ -231,7 +231,7 @@ impl Registry {
                 .get(&origin)
                 .is_none_or(|slot| slot.digest != digest)
             {
-                self.runtime.compile_ahead(component.bytes.clone());
+                self.runtime.compile_ahead(component.content.clone());
             }
         }
     }
@@ -310,7 +310,9 @@ impl Registry {
                 let (runtime, permits) = (self.runtime.clone(), permits.clone());
                 let load = tokio::spawn(async move {
                     let _permit = permits.acquire_owned().await;
-                    runtime.load(component.bytes, LoadOptions::default()).await
+                    runtime
+                        .load(component.content, LoadOptions::default())
+                        .await
                 });
                 (origin, digest, load)
             })

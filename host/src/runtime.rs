@@ -43,7 +43,7 @@ pub use self::outcome::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usa
 pub use self::settings::{AllocatorChoice, Compiler, Limits, RuntimeConfig};
 pub use self::tiered::TieringStats;
 use crate::cluster::{Cluster, ObjectRef};
-use crate::plugin::{Digest, PluginInfo};
+use crate::plugin::{ComponentBytes, Digest, PluginInfo};
 use crate::policy::{Grants, Policy};
 
 /// Why the runtime cannot start.
@@ -133,16 +133,23 @@ impl Runtime {
     /// module, another world, an incompatible version, missing exports, unsatisfiable
     /// imports), that `describe` failed or returned something invalid, or that the policy
     /// refuses what the plugin asks for.
-    pub async fn load(&self, bytes: Vec<u8>, options: LoadOptions) -> Result<Plugin, LoadError> {
-        loader::load(self, bytes, options).await
+    ///
+    /// The bytes come with their digest when the caller has hashed them already
+    /// ([`ComponentBytes`]), or as a `Vec<u8>` that is hashed here.
+    pub async fn load(
+        &self,
+        bytes: impl Into<ComponentBytes>,
+        options: LoadOptions,
+    ) -> Result<Plugin, LoadError> {
+        loader::load(self, bytes.into(), options).await
     }
 
     /// Starts compiling `bytes` (or loading its artefact) in the background, so that a
     /// [`load`](Self::load) of the same bytes soon after finds the work done or under way. For
     /// a source that sees a new version before it has settled; bytes that are not a whole
     /// component are ignored (the load reports them). Must be called within a tokio runtime.
-    pub fn compile_ahead(&self, bytes: Vec<u8>) {
-        loader::compile_ahead(self, bytes);
+    pub fn compile_ahead(&self, bytes: impl Into<ComponentBytes>) {
+        loader::compile_ahead(self, bytes.into());
     }
 
     /// Forgets compilations started ahead that no load took: call it once a source's settled

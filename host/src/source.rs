@@ -17,7 +17,7 @@ pub mod directory;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::plugin::Digest;
+use crate::plugin::{ComponentBytes, Digest};
 
 /// One configured source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,14 +47,27 @@ impl fmt::Display for Source {
 pub struct Component {
     /// Its key in the source: the file name in a directory, the key in a ConfigMap.
     pub key: String,
-    /// Its bytes.
-    pub bytes: Vec<u8>,
+    /// Its bytes, hashed once when the source read them.
+    pub content: ComponentBytes,
 }
 
 impl Component {
+    /// The component at `key`, hashing `bytes`.
+    pub fn new(key: String, bytes: Vec<u8>) -> Self {
+        Self {
+            key,
+            content: ComponentBytes::new(bytes),
+        }
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.content.bytes()
+    }
+
     /// The sha256 of its bytes: the identity of a version.
     pub fn digest(&self) -> Digest {
-        Digest::of(&self.bytes)
+        self.content.digest()
     }
 }
 
@@ -138,7 +151,7 @@ pub async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceError> {
     for key in keys {
         let path = dir.join(&key);
         match tokio::fs::read(&path).await {
-            Ok(bytes) => out.push(Component { key, bytes }),
+            Ok(bytes) => out.push(Component::new(key, bytes)),
             // Deleted (or its `..data` target swapped away) between the listing and the read:
             // it is not part of this snapshot; the change that removed it triggers another.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -163,7 +176,7 @@ mod tests {
         let found = read_directory(dir.path()).await.expect("read");
         let names: Vec<_> = found.iter().map(|c| c.key.as_str()).collect();
         assert_eq!(names, ["a.wasm", "b.wasm"]);
-        assert_eq!(found[0].bytes, b"a.wasm");
+        assert_eq!(found[0].bytes(), b"a.wasm");
     }
 
     #[tokio::test]

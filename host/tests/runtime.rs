@@ -641,6 +641,56 @@ async fn artefact_cache_hits_misses_and_rebuilds_corrupt_entries() {
     healthy_call(&third, "rebuilt", "8").await;
     let fourth = load(&cached_runtime(), "well-behaved").await;
     assert!(fourth.load_stats().from_cache, "the rebuilt entry is used");
+
+    // Replace it with its first half (as a crash during a copy leaves it; never truncated in
+    // place, which the plugins loaded above still map), then replace its checksum file with
+    // an older wasmop's sha256 one: each is a miss that rebuilds the entry, never an error.
+    let artefact = only_artefact(dir.path());
+    let bytes = std::fs::read(&artefact).expect("artefact");
+    let half = dir.path().join("half");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).expect("write");
+    std::fs::rename(&half, &artefact).expect("replace");
+    let fifth = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        !fifth.load_stats().from_cache,
+        "a truncated entry is ignored and rebuilt"
+    );
+    healthy_call(&fifth, "after-truncation", "9").await;
+    let mut checksum = artefact.clone().into_os_string();
+    checksum.push(".crc32");
+    std::fs::remove_file(&checksum).expect("checksum file");
+    let mut old = artefact.clone().into_os_string();
+    old.push(".sha256");
+    std::fs::write(&old, "ab".repeat(32)).expect("old checksum file");
+    let sixth = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        !sixth.load_stats().from_cache,
+        "an entry of an older format is rebuilt"
+    );
+    assert!(
+        !std::path::Path::new(&old).exists(),
+        "the old checksum file is gone"
+    );
+    let seventh = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        seventh.load_stats().from_cache,
+        "the rewritten entry is used"
+    );
+}
+
+/// The one `*.cwasm` file under the artefact cache `dir`.
+fn only_artefact(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut found = Vec::new();
+    for engine_dir in std::fs::read_dir(dir).expect("cache dir") {
+        for entry in std::fs::read_dir(engine_dir.expect("entry").path()).expect("engine dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "cwasm") {
+                found.push(path);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
 }
 
 #[tokio::test]

@@ -4,6 +4,8 @@
 //! loading, a version without an artefact is compiled by Winch and its Cranelift compilation
 //! starts in the background ([`super::tiered`]).
 
+mod image;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use super::outcome::Outcome;
 use super::tiered::{Code, CodeCell, promote_later};
 use super::wasi::WasiPool;
 use super::{Compiler, LoadOptions, PluginInner, Runtime};
-use crate::plugin::{Digest, PluginInfo};
+use crate::plugin::{ComponentBytes, Digest, PluginInfo};
 use crate::policy::{Grants, PolicyError};
 
 /// The `wasmop:plugin` version this host implements.
@@ -347,11 +349,12 @@ fn compile(
 
 /// Starts compiling `bytes` ahead of its load (see [`super::ahead`]), when they frame a whole
 /// component.
-pub fn compile_ahead(runtime: &Runtime, bytes: Vec<u8>) {
-    if check_framing(&bytes).is_err() {
+pub fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
+    if check_framing(component.bytes()).is_err() {
         return;
     }
-    let digest = Digest::of(&bytes);
+    let digest = component.digest();
+    let bytes = component.into_bytes();
     let rt = runtime.clone();
     runtime
         .inner
@@ -361,14 +364,14 @@ pub fn compile_ahead(runtime: &Runtime, bytes: Vec<u8>) {
 
 pub async fn load(
     runtime: &Runtime,
-    bytes: Vec<u8>,
+    component: ComponentBytes,
     options: LoadOptions,
 ) -> Result<super::Plugin, LoadError> {
-    check_framing(&bytes)?;
+    check_framing(component.bytes())?;
     let limits = check_options(runtime, &options)?;
-    let digest = Digest::of(&bytes);
+    let digest = component.digest();
     // Kept for the background Cranelift compilation of a tiered load.
-    let bytes = Arc::new(bytes);
+    let bytes = Arc::new(component.into_bytes());
     // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads.
     let task = match runtime.inner.ahead.take(&digest) {
         Some(started) => started,
@@ -396,6 +399,11 @@ pub async fn load(
         .map_err(LoadError::ImportMismatch)?;
     let pre = PluginPre::new(instance_pre).map_err(LoadError::MissingExports)?;
     let info = describe(runtime, engine, &pre, &limits).await?;
+    if stats.from_cache {
+        // Mapped from an artefact file: what loading and `describe` touched need not stay
+        // resident (see `image`).
+        image::release(&component);
+    }
     let grants = Grants::new(&info, &options.policy)?;
     let code = CodeCell::new(Code {
         engine: engine.clone(),

@@ -3,14 +3,15 @@
 //! (baked into an image, say), so that a host on a small board never compiles a plugin it was
 //! shipped with.
 //!
-//! Layout: `<dir>/<digest>.<mode>.cwasm` plus `<digest>.<mode>.cwasm.sha256`, where `<digest>`
+//! Layout: `<dir>/<digest>.<mode>.cwasm` plus `<digest>.<mode>.cwasm.crc32`, where `<digest>`
 //! is the component's sha256 and `<mode>` the allocator the artefact was compiled for
 //! (`pooling` or `on-demand`: their linear-memory settings change the generated code). A
 //! directory holds the artefacts of one architecture. The host takes its own mode's file,
 //! checks the checksum, and lets wasmtime check that the artefact fits its engine
 //! (architecture, CPU features, every setting that changes code). A file that is missing,
-//! corrupt or made for another engine is skipped with a log line and the plugin is compiled
-//! as usual: a stale artefact costs time, never correctness.
+//! corrupt, made for another engine or written by an older `wasmop compile` (a `.sha256`
+//! checksum file) is skipped with a log line and the plugin is compiled as usual: a stale
+//! artefact costs time, never correctness.
 //!
 //! All functions here block; callers run them on tokio's blocking pool.
 
@@ -100,10 +101,8 @@ pub struct Written {
     pub compile_time: Duration,
 }
 
-fn paths(dir: &Path, digest: &Digest, mode: ArtefactMode) -> (PathBuf, PathBuf) {
-    let artefact = dir.join(format!("{digest}.{}.cwasm", mode.label()));
-    let checksum = dir.join(format!("{digest}.{}.cwasm.sha256", mode.label()));
-    (artefact, checksum)
+fn path(dir: &Path, digest: &Digest, mode: ArtefactMode) -> PathBuf {
+    dir.join(format!("{digest}.{}.cwasm", mode.label()))
 }
 
 /// Compiles `bytes` for `target` (a triple such as `aarch64-unknown-linux-musl`; `None`: this
@@ -133,8 +132,8 @@ pub fn compile(
                     source,
                 })?;
         let compile_time = started.elapsed();
-        let (file, checksum) = paths(out, digest, mode);
-        super::cache::write_with_checksum(out, &file, &checksum, &artefact)
+        let file = path(out, digest, mode);
+        super::cache::write_with_checksum(out, &file, &artefact)
             .map_err(|(path, source)| PrecompileError::Write { path, source })?;
         written.push(Written {
             path: file,
@@ -149,11 +148,12 @@ pub fn compile(
 /// The precompiled artefact of `digest` in `dir` for `engine` (built in `mode`), if there is
 /// one that fits.
 pub fn load(dir: &Path, engine: &Engine, digest: &Digest, mode: ArtefactMode) -> Option<Component> {
-    let (artefact, checksum) = paths(dir, digest, mode);
-    match super::cache::read_verified(engine, &artefact, &checksum) {
+    let artefact = path(dir, digest, mode);
+    match super::cache::read_verified(engine, &artefact) {
         Ok(found) => found,
-        Err(reason) => {
-            tracing::warn!(path = %artefact.display(), %reason, "precompiled artefact not used; compiling the plugin");
+        Err(unusable) => {
+            let reason = format!("{:#}", anyhow::Error::from(unusable));
+            tracing::warn!(path = %artefact.display(), %reason, "precompiled artefact not used (run `wasmop compile` again to replace it); compiling the plugin");
             None
         }
     }

@@ -52,10 +52,7 @@ pub fn components(cm: &ConfigMap) -> Result<Vec<Component>, SourceError> {
         .iter()
         .flatten()
         .filter(|(k, _)| is_component(k))
-        .map(|(key, bytes)| Component {
-            key: key.clone(),
-            bytes: bytes.0.clone(),
-        })
+        .map(|(key, bytes)| Component::new(key.clone(), bytes.0.clone()))
         .collect())
 }
 
@@ -143,7 +140,7 @@ mod tests {
         .expect("valid");
         let keys: Vec<_> = found.iter().map(|c| c.key.as_str()).collect();
         assert_eq!(keys, ["a.wasm", "b.wasm"]);
-        assert_eq!(found[0].bytes, b"a");
+        assert_eq!(found[0].bytes(), b"a");
     }
 
     #[test]

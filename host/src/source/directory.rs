@@ -252,7 +252,7 @@ mod tests {
     fn contents(components: &[Component]) -> Vec<(String, Vec<u8>)> {
         components
             .iter()
-            .map(|c| (c.key.clone(), c.bytes.clone()))
+            .map(|c| (c.key.clone(), c.bytes().to_vec()))
             .collect()
     }
 
@@ -344,7 +344,7 @@ mod tests {
         drop(file);
         let seen = settle(&mut rx).await;
         assert_eq!(seen.len(), 1, "one read, after the copy");
-        assert_eq!(seen[0][0].bytes, whole);
+        assert_eq!(seen[0][0].bytes(), whole);
     }
 
     #[tokio::test]
