@@ -264,6 +264,10 @@ pub(crate) struct PluginInner {
     /// The code calls run: Winch's until tiered loading replaces it with Cranelift's.
     code: Arc<tiered::CodeCell>,
     stats: LoadStats,
+    /// Whether this version's last finished call computed for the runtime's `demoteAfter`:
+    /// its next calls then start on the low-priority lane, until one of them finishes
+    /// sooner.
+    computes_long: std::sync::atomic::AtomicBool,
 }
 
 /// A loaded, validated plugin version, ready to run calls. Cheap to clone; calls on clones
@@ -314,6 +318,14 @@ impl Plugin {
     /// until its Cranelift code has replaced it, Cranelift otherwise.
     pub fn compiler(&self) -> Compiler {
         self.inner.code.current().compiler
+    }
+
+    /// Whether this version's next call starts on the low-priority lane: its last finished
+    /// call computed for the runtime's `demoteAfter`. Cleared by a call that finishes sooner.
+    pub fn starts_demoted(&self) -> bool {
+        self.inner
+            .computes_long
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs `reconcile` for one object in a fresh instance. Waits for a free instance slot

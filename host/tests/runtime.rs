@@ -1352,3 +1352,50 @@ async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
     );
     assert!(!usage.demoted, "{usage:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_whose_last_call_computed_long_starts_on_the_lane_until_a_call_ends_sooner() {
+    let limits = Limits {
+        deadline: Duration::from_millis(300),
+        ..test_limits()
+    };
+    let rt = demoting(Duration::from_millis(20), Compiler::Cranelift, 4, limits);
+    let spinning = load(&rt, "infinite-loop").await;
+    assert!(
+        !spinning.starts_demoted(),
+        "a new version starts on the host"
+    );
+    let object = target("spin", "1");
+
+    // Demoted while it runs; it computed long, so the plugin's next call starts on the lane.
+    let (outcome, usage) = spinning
+        .reconcile_measured(seeded(vec![object.clone()]), request(object.clone()))
+        .await;
+    assert!(
+        matches!(outcome, Outcome::Timeout(Budget::WallClock(_))),
+        "{outcome}"
+    );
+    assert!(usage.demoted, "{usage:?}");
+    assert!(spinning.starts_demoted(), "after a call that computed long");
+
+    // Started on the lane: it keeps every limit there and still computes long.
+    let (outcome, usage) = spinning
+        .reconcile_measured(seeded(vec![object.clone()]), request(object.clone()))
+        .await;
+    assert!(
+        matches!(outcome, Outcome::Timeout(Budget::WallClock(_))),
+        "{outcome}"
+    );
+    assert!(usage.demoted, "{usage:?}");
+    assert!(spinning.starts_demoted());
+
+    // Its `cleanup` returns at once: a call that ends sooner brings the plugin back to the
+    // host's threads (this call itself ran on the lane, as it started demoted).
+    let (outcome, usage) = spinning
+        .cleanup_measured(seeded(vec![object.clone()]), request(object))
+        .await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    assert!(usage.demoted, "started on the lane: {usage:?}");
+    assert!(!spinning.starts_demoted(), "after a call that ended sooner");
+    assert_eq!(rt.demoted_running(), 0, "the lane has no task left");
+}

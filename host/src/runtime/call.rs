@@ -330,6 +330,17 @@ impl CallState {
         true
     }
 
+    /// Starts the call demoted (its plugin's last call computed long): its host calls'
+    /// cluster operations go to the host's runtime from the start.
+    pub fn start_demoted(&mut self) {
+        let Some(demotion) = self.demotion.as_mut() else {
+            return;
+        };
+        demotion.mark_demoted();
+        let host = demotion.host.clone();
+        self.host.cluster = self.host.cluster.take().map(|c| OnHost::wrap(c, host));
+    }
+
     /// Ends the call: its WASI context and (emptied) output buffers go back to `plugin`'s
     /// pool. Everything else the call held (resources, counters, the cluster handle) is
     /// dropped here.

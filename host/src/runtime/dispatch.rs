@@ -3,6 +3,7 @@
 //! host calls, optional fuel), ending in exactly one [`Outcome`].
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tokio::runtime::Handle;
@@ -136,6 +137,12 @@ async fn run(
         .demote_after
         .map(|after| Demotion::new(after, config.epoch_tick, Handle::current()));
     let signal = state.demotion.as_ref().map(Demotion::signal);
+    // A plugin whose last call computed long starts this one on the lane: otherwise each
+    // call of a spinning plugin would first take `demoteAfter` of the host's own threads.
+    let start_demoted = signal.is_some() && plugin.computes_long.load(Ordering::Relaxed);
+    if start_demoted {
+        state.start_demoted();
+    }
     let metered = config.fuel_enabled();
     let store = match new_store(&code.engine, state, metered, limits.fuel) {
         Ok(store) => store,
@@ -180,6 +187,7 @@ async fn run(
     };
     let (held, result) = match signal {
         None => call.await,
+        Some(_) if start_demoted => plugin.runtime.lane.on_lane(call).await.0,
         Some(signal) => plugin.runtime.lane.run(call, &signal).await.0,
     };
     let Held {
@@ -191,6 +199,11 @@ async fn run(
         .fuel
         .map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0)));
     let state = store.data();
+    if let Some(demotion) = &state.demotion {
+        plugin
+            .computes_long
+            .store(demotion.ran_long(), Ordering::Relaxed);
+    }
     let usage = Usage {
         memory_peak: u64::try_from(state.limiter.peak).unwrap_or(u64::MAX),
         fuel,

@@ -103,6 +103,20 @@ impl Lane {
             out = &mut call => return (out, false),
             () = demotion.notified() => {}
         }
+        self.on_lane(call).await
+    }
+
+    /// Runs `call` on the lane from its start (a call of a plugin whose last call computed
+    /// long); here if the lane cannot start. Returns the call's output and whether it ran on
+    /// the lane.
+    ///
+    /// # Cancellation
+    /// Dropping the returned future aborts the call's task on the lane.
+    pub async fn on_lane<F>(&self, call: F) -> (F::Output, bool)
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         let Some(lane) = self.handle() else {
             return (call.await, false);
         };
@@ -165,6 +179,8 @@ impl Demotion {
     /// caller is signalled; the callback must then yield so that it can move the call).
     pub fn tick(&mut self) -> bool {
         if self.demoted {
+            // Still counted: a call that started demoted tells whether it computed long.
+            self.seen = self.seen.saturating_add(1);
             return false;
         }
         self.seen += 1;
@@ -174,6 +190,19 @@ impl Demotion {
         self.demoted = true;
         self.signal.notify_one();
         true
+    }
+}
+
+impl Demotion {
+    /// Marks the call demoted before it starts (no signal: the caller runs it on the lane
+    /// from the start, [`Lane::on_lane`]).
+    pub fn mark_demoted(&mut self) {
+        self.demoted = true;
+    }
+
+    /// Whether the call's guest code computed for the whole demotion threshold.
+    pub fn ran_long(&self) -> bool {
+        self.seen >= self.after
     }
 }
 

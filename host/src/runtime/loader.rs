@@ -492,6 +492,7 @@ fn plugin_inner(
         wasi,
         code,
         stats,
+        computes_long: std::sync::atomic::AtomicBool::new(false),
     }
 }
 
