@@ -1,5 +1,5 @@
 //! The low-priority lane: a separate tokio runtime whose threads run at the lowest CPU
-//! priority (nice 19), where a call whose guest code keeps computing is moved
+//! priority (nice 19 and `SCHED_IDLE` on Linux), where a call whose guest code keeps computing is moved
 //! ([demoted](Demotion)) so that it no longer competes with the host's own tasks and with
 //! healthy plugins for the host's tokio workers. The kernel then gives the host, the healthy
 //! plugins (and a control plane on the same machine) the CPU first, while a legitimately heavy
@@ -256,6 +256,7 @@ impl<T> Drop for Abort<T> {
 /// Gives the calling thread the lane's priority; logs once if it cannot.
 fn lower_priority() {
     static WARNED: AtomicBool = AtomicBool::new(false);
+    static WARNED_IDLE: AtomicBool = AtomicBool::new(false);
     if let Err(error) = set_thread_nice(LANE_NICE)
         && !WARNED.swap(true, Ordering::Relaxed)
     {
@@ -264,6 +265,41 @@ fn lower_priority() {
             "cannot lower the priority of the low-priority lane's threads: demoted calls compete with the host at normal priority"
         );
     }
+    if let Err(error) = set_thread_idle_policy()
+        && !WARNED_IDLE.swap(true, Ordering::Relaxed)
+    {
+        tracing::info!(
+            %error,
+            "the low-priority lane's threads keep the normal scheduling policy at nice {LANE_NICE}: the host's wake-ups may wait for a demoted call's time slice"
+        );
+    }
+}
+
+/// Moves the calling thread to `SCHED_IDLE`: its weight drops below nice 19's (3 against
+/// 15), and, what matters most here, a normal thread that wakes up preempts it at once
+/// instead of waiting for its slice to end. It still runs (slowly) on a busy machine, so a
+/// demoted call still reaches its deadline. Needs no privilege.
+#[cfg(target_os = "linux")]
+fn set_thread_idle_policy() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `sched_setscheduler` reads the `sched_param` it is given (a valid local) and
+    // changes only the calling thread's policy (pid 0); it touches no Rust memory.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// `SCHED_IDLE` is Linux's.
+#[cfg(not(target_os = "linux"))]
+fn set_thread_idle_policy() -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "SCHED_IDLE is only set on Linux",
+    ))
 }
 
 /// Sets the calling thread's nice value. On Linux the nice value belongs to the thread, and
@@ -336,14 +372,23 @@ mod tests {
                     // Demoted while "running": the caller moves the rest to the lane.
                     assert!(demotion.tick());
                     tokio::task::yield_now().await;
-                    thread_nice().expect("lane thread's nice value")
+                    // SAFETY: reads the calling thread's policy; no memory is involved.
+                    #[allow(unsafe_code)]
+                    let policy = unsafe { libc::sched_getscheduler(0) };
+                    (thread_nice().expect("lane thread's nice value"), policy)
                 },
                 &signal,
             )
             .await
         });
         assert!(moved, "the call moved to the lane");
+        let (nice, policy) = nice;
         assert_eq!(nice, LANE_NICE);
+        assert_eq!(
+            policy,
+            libc::SCHED_IDLE,
+            "the lane's threads are SCHED_IDLE"
+        );
         assert_eq!(
             thread_nice().expect("own nice value"),
             nice_here,
