@@ -726,14 +726,14 @@ async fn on_demand_allocator_runs_the_same_calls() {
     healthy_call(&plugin, "od", "3").await;
 }
 
-/// The in-memory cluster, but every read waits a little, so instances stay alive across an
-/// await and many exist at once.
-struct Sluggish(MemoryCluster);
+/// The in-memory cluster, but every read waits this long first, as over a network (and so
+/// that instances stay alive across an await and many exist at once).
+struct Sluggish(Arc<MemoryCluster>, Duration);
 
 #[async_trait]
 impl Cluster for Sluggish {
     async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(self.1).await;
         self.0.get(target).await
     }
     async fn list(
@@ -788,8 +788,7 @@ async fn calls_beyond_the_pool_size_wait_for_a_free_slot() {
             let plugin = plugin.clone();
             tokio::spawn(async move {
                 let object = target(&format!("c{i}"), "1");
-                let cluster = Sluggish(MemoryCluster::new());
-                cluster.0.seed([object.clone()]).expect("seed");
+                let cluster = Sluggish(seeded(vec![object.clone()]), Duration::from_millis(20));
                 plugin.reconcile(Arc::new(cluster), request(object)).await
             })
         })
@@ -1285,53 +1284,6 @@ async fn a_demoted_call_dropped_by_its_caller_stops_and_frees_its_slot() {
     .expect("the cancelled call gave its slot back");
 }
 
-/// A cluster whose reads take a few milliseconds each, as over a network.
-struct SlowReads(Arc<MemoryCluster>);
-
-#[async_trait]
-impl Cluster for SlowReads {
-    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        self.0.get(target).await
-    }
-    async fn list(
-        &self,
-        kind: &GroupVersionKind,
-        namespace: Option<&str>,
-        selector: Option<&str>,
-    ) -> Result<Vec<String>, ClusterError> {
-        self.0.list(kind, namespace, selector).await
-    }
-    async fn create(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
-        self.0.create(o, p).await
-    }
-    async fn apply(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
-        self.0.apply(o, p).await
-    }
-    async fn patch(
-        &self,
-        t: &ObjectRef,
-        patch: Patch<Value>,
-        p: &PluginName,
-    ) -> Result<Value, ClusterError> {
-        self.0.patch(t, patch, p).await
-    }
-    async fn patch_status(
-        &self,
-        t: &ObjectRef,
-        patch: Patch<Value>,
-        p: &PluginName,
-    ) -> Result<Value, ClusterError> {
-        self.0.patch_status(t, patch, p).await
-    }
-    async fn delete(&self, t: &ObjectRef, p: &PluginName) -> Result<(), ClusterError> {
-        self.0.delete(t, p).await
-    }
-    async fn emit_event(&self, e: Event, p: &PluginName) -> Result<(), ClusterError> {
-        self.0.emit_event(e, p).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
     // 1000 reads of 2 ms each: seconds spent waiting, each read spanning epoch ticks, and
@@ -1343,7 +1295,10 @@ async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
     let rt = demoting(Duration::from_millis(50), Compiler::Cranelift, 2, limits);
     let flood = load(&rt, "host-call-flood").await;
     let object = target("victim", "1");
-    let cluster = Arc::new(SlowReads(seeded(vec![object.clone()])));
+    let cluster = Arc::new(Sluggish(
+        seeded(vec![object.clone()]),
+        Duration::from_millis(2),
+    ));
     let (outcome, usage) = flood.reconcile_measured(cluster, request(object)).await;
     assert_eq!(
         outcome,
