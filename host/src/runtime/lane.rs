@@ -281,11 +281,15 @@ fn lower_priority() {
 /// demoted call still reaches its deadline. Needs no privilege.
 #[cfg(target_os = "linux")]
 fn set_thread_idle_policy() -> std::io::Result<()> {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `sched_setscheduler` reads the `sched_param` it is given (a valid local) and
-    // changes only the calling thread's policy (pid 0); it touches no Rust memory.
+    // SAFETY: `sched_param` is plain integers (glibc's has one, musl's more), for which all
+    // zeroes is a valid value, and SCHED_IDLE needs priority 0. `sched_setscheduler` reads
+    // the `sched_param` it is given (a valid local) and changes only the calling thread's
+    // policy (pid 0); it touches no Rust memory.
     #[allow(unsafe_code)]
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    let rc = unsafe {
+        let param: libc::sched_param = std::mem::zeroed();
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param)
+    };
     if rc == 0 {
         Ok(())
     } else {
