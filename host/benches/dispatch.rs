@@ -42,16 +42,18 @@ use wasmop::runtime::{
 };
 
 /// A cluster that answers like an API server without doing the work: apply returns the
-/// applied object, patch-status returns the stored Database. Both paths use it, so the
-/// difference between them is the cost of the sandbox.
+/// applied object, patch-status returns the stored Database, each as JSON text (an API
+/// server's reply is text). Both paths use it, so the difference between them is the cost
+/// of the sandbox.
 struct EchoCluster {
-    database: Value,
+    /// The stored Database as JSON text.
+    database: String,
 }
 
 #[async_trait]
 impl Cluster for EchoCluster {
     async fn get(&self, _: &ObjectRef) -> Result<String, ClusterError> {
-        Ok(wasmop::cluster::json_text(&self.database))
+        Ok(self.database.clone())
     }
     async fn list(
         &self,
@@ -61,18 +63,18 @@ impl Cluster for EchoCluster {
     ) -> Result<Vec<String>, ClusterError> {
         Ok(Vec::new())
     }
-    async fn create(&self, object: Value, _: &PluginName) -> Result<Value, ClusterError> {
-        Ok(object)
+    async fn create(&self, object: Value, _: &PluginName) -> Result<String, ClusterError> {
+        Ok(wasmop::cluster::json_text(&object))
     }
-    async fn apply(&self, object: Value, _: &PluginName) -> Result<Value, ClusterError> {
-        Ok(object)
+    async fn apply(&self, object: Value, _: &PluginName) -> Result<String, ClusterError> {
+        Ok(wasmop::cluster::json_text(&object))
     }
     async fn patch(
         &self,
         _: &ObjectRef,
         _: Patch<Value>,
         _: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         Ok(self.database.clone())
     }
     async fn patch_status(
@@ -80,7 +82,7 @@ impl Cluster for EchoCluster {
         _: &ObjectRef,
         _: Patch<Value>,
         _: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         Ok(self.database.clone())
     }
     async fn delete(&self, _: &ObjectRef, _: &PluginName) -> Result<(), ClusterError> {
@@ -281,7 +283,7 @@ fn main() -> anyhow::Result<()> {
         let object = database();
         let object_bytes = object.to_string().len();
         let cluster: Arc<dyn Cluster> = Arc::new(EchoCluster {
-            database: object.clone(),
+            database: wasmop::cluster::json_text(&object),
         });
         let request = Request::for_object(object)?;
         // The plugin gets the object as the controller passes it: JSON text of the cached

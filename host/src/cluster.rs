@@ -174,9 +174,10 @@ pub fn json_text(value: &Value) -> String {
 /// plugin; the runtime has already checked the plugin's grants before calling.
 ///
 /// Implementations must not block the async runtime. Returned objects are as stored by the
-/// server (with `metadata.resourceVersion` and friends). Reads return each object as its
-/// JSON text, the form a plugin receives it in, so a read served from a cache that already
-/// holds the text hands it over without decoding and re-encoding it.
+/// server (with `metadata.resourceVersion` and friends), trimmed of `managedFields` and the
+/// last-applied annotation, each as its JSON text: the form a plugin receives it in, so a
+/// read served from a cache that already holds the text hands it over as it is, and a
+/// write's reply goes from the server's text to the plugin without a typed object between.
 #[async_trait]
 pub trait Cluster: Send + Sync + 'static {
     /// Reads one object, as JSON text.
@@ -192,11 +193,11 @@ pub trait Cluster: Send + Sync + 'static {
     ) -> Result<Vec<String>, ClusterError>;
 
     /// Creates an object; `Conflict` if it exists.
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError>;
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError>;
 
     /// Server-side applies `object` (which names its target) with the field manager
     /// `wasmop/<plugin>` and force.
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError>;
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError>;
 
     /// Patches an object (an apply patch uses the plugin's field manager and force).
     async fn patch(
@@ -204,7 +205,7 @@ pub trait Cluster: Send + Sync + 'static {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError>;
+    ) -> Result<String, ClusterError>;
 
     /// Patches an object's status subresource.
     async fn patch_status(
@@ -212,7 +213,7 @@ pub trait Cluster: Send + Sync + 'static {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError>;
+    ) -> Result<String, ClusterError>;
 
     /// Deletes an object with background propagation; a missing object is not an error.
     async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError>;

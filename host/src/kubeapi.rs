@@ -136,6 +136,29 @@ impl KubeCluster {
         Ok((target, api))
     }
 
+    /// Sends one write as `api` would, with the stored object the server replies with kept
+    /// as JSON: trimmed like a cached object and written back as text, instead of decoded
+    /// into a `DynamicObject` (every metadata field typed, timestamps parsed) and encoded
+    /// twice more on its way to the plugin.
+    async fn write(
+        &self,
+        what: &'static str,
+        api: &Api<DynamicObject>,
+        build: impl Fn(
+            &kube::core::Request,
+        ) -> Result<hyper::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<String, ClusterError> {
+        let request = kube::core::Request::new(api.resource_url());
+        let mut reply = retrying(what, || async {
+            let mut req = build(&request).map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert(what);
+            self.client.request::<Value>(req).await
+        })
+        .await?;
+        strip(&mut reply);
+        Ok(json_text(&reply))
+    }
+
     /// Looks up the uid of `target` (cache first) so Events attach to the right object.
     async fn uid_of(&self, target: &ObjectRef) -> Option<String> {
         let kind = self.resolver.resolve(&target.kind).await.ok()?;
@@ -185,11 +208,6 @@ fn select(
 /// A cached object's text whose labels do not decode is a host bug; the plugin gets `other`.
 fn cache_error(e: CachedObjectError) -> ClusterError {
     ClusterError::Other(crate::controller::chain(&e))
-}
-
-fn to_object(value: Value) -> Result<DynamicObject, ClusterError> {
-    serde_json::from_value(value)
-        .map_err(|e| ClusterError::Invalid(format!("not a Kubernetes object: {e}")))
 }
 
 fn selector(text: Option<&str>) -> Result<Option<LabelSelector>, ClusterError> {
@@ -249,21 +267,24 @@ impl Cluster for KubeCluster {
         }
     }
 
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         let (_, api) = self.target_of(&object).await?;
-        let obj = to_object(object)?;
+        let body = serde_json::to_vec(&object)
+            .map_err(|e| ClusterError::Invalid(format!("cannot encode the object: {e}")))?;
         let params = PostParams {
             field_manager: Some(plugin.field_manager()),
             ..PostParams::default()
         };
-        to_value(retrying("create", || api.create(&params, &obj)).await?)
+        self.write("create", &api, |r| r.create(&params, body.clone()))
+            .await
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         let (target, api) = self.target_of(&object).await?;
         let params = PatchParams::apply(&plugin.field_manager()).force();
         let patch = Patch::Apply(object);
-        to_value(retrying("apply", || api.patch(&target.name, &params, &patch)).await?)
+        self.write("apply", &api, |r| r.patch(&target.name, &params, &patch))
+            .await
     }
 
     async fn patch(
@@ -271,11 +292,12 @@ impl Cluster for KubeCluster {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
         let params = patch_params(&patch, plugin);
-        to_value(retrying("patch", || api.patch(&target.name, &params, &patch)).await?)
+        self.write("patch", &api, |r| r.patch(&target.name, &params, &patch))
+            .await
     }
 
     async fn patch_status(
@@ -283,16 +305,14 @@ impl Cluster for KubeCluster {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
         let params = patch_params(&patch, plugin);
-        to_value(
-            retrying("patch-status", || {
-                api.patch_status(&target.name, &params, &patch)
-            })
-            .await?,
-        )
+        self.write("patch-status", &api, |r| {
+            r.patch_subresource("status", &target.name, &params, &patch)
+        })
+        .await
     }
 
     async fn delete(&self, target: &ObjectRef, _plugin: &PluginName) -> Result<(), ClusterError> {

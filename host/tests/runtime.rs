@@ -441,10 +441,10 @@ impl Cluster for Stuck {
     ) -> Result<Vec<String>, ClusterError> {
         std::future::pending().await
     }
-    async fn create(&self, _: Value, _: &PluginName) -> Result<Value, ClusterError> {
+    async fn create(&self, _: Value, _: &PluginName) -> Result<String, ClusterError> {
         std::future::pending().await
     }
-    async fn apply(&self, _: Value, _: &PluginName) -> Result<Value, ClusterError> {
+    async fn apply(&self, _: Value, _: &PluginName) -> Result<String, ClusterError> {
         std::future::pending().await
     }
     async fn patch(
@@ -452,7 +452,7 @@ impl Cluster for Stuck {
         _: &ObjectRef,
         _: Patch<Value>,
         _: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         std::future::pending().await
     }
     async fn patch_status(
@@ -460,7 +460,7 @@ impl Cluster for Stuck {
         _: &ObjectRef,
         _: Patch<Value>,
         _: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         std::future::pending().await
     }
     async fn delete(&self, _: &ObjectRef, _: &PluginName) -> Result<(), ClusterError> {
@@ -744,10 +744,10 @@ impl Cluster for Sluggish {
     ) -> Result<Vec<String>, ClusterError> {
         self.0.list(kind, ns, sel).await
     }
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         self.0.create(object, plugin).await
     }
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         self.0.apply(object, plugin).await
     }
     async fn patch(
@@ -755,7 +755,7 @@ impl Cluster for Sluggish {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         self.0.patch(target, patch, plugin).await
     }
     async fn patch_status(
@@ -763,7 +763,7 @@ impl Cluster for Sluggish {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         self.0.patch_status(target, patch, plugin).await
     }
     async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
@@ -1005,11 +1005,11 @@ impl Cluster for Gated {
         self.pass().await;
         self.inner.list(kind, namespace, selector).await
     }
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         self.pass().await;
         self.inner.create(object, plugin).await
     }
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         self.pass().await;
         self.inner.apply(object, plugin).await
     }
@@ -1018,7 +1018,7 @@ impl Cluster for Gated {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         self.pass().await;
         self.inner.patch(target, patch, plugin).await
     }
@@ -1027,7 +1027,7 @@ impl Cluster for Gated {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         self.pass().await;
         self.inner.patch_status(target, patch, plugin).await
     }

@@ -308,15 +308,15 @@ impl Cluster for MemoryCluster {
             .collect())
     }
 
-    async fn create(&self, object: Value, _plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn create(&self, object: Value, _plugin: &PluginName) -> Result<String, ClusterError> {
         let mut state = self.lock();
         let result = state.create(object.clone());
         let error = error_text(&result);
         state.journal.push(Write::Create { object, error });
-        result
+        result.map(|v| json_text(&v))
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         let mut state = self.lock();
         let result = match ObjectRef::of(&object) {
             Ok(target) => state.patch(&target, &Patch::Apply(object.clone()), false),
@@ -328,7 +328,7 @@ impl Cluster for MemoryCluster {
             object,
             error,
         });
-        result
+        result.map(|v| json_text(&v))
     }
 
     async fn patch(
@@ -336,7 +336,7 @@ impl Cluster for MemoryCluster {
         target: &ObjectRef,
         patch: Patch<Value>,
         _plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         let mut state = self.lock();
         let result = state.patch(target, &patch, false);
         let (patch_type, patch) = patch_parts(&patch);
@@ -347,7 +347,7 @@ impl Cluster for MemoryCluster {
             patch,
             error,
         });
-        result
+        result.map(|v| json_text(&v))
     }
 
     async fn patch_status(
@@ -355,7 +355,7 @@ impl Cluster for MemoryCluster {
         target: &ObjectRef,
         patch: Patch<Value>,
         _plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         let mut state = self.lock();
         let result = state.patch(target, &patch, true);
         let (patch_type, patch) = patch_parts(&patch);
@@ -366,7 +366,7 @@ impl Cluster for MemoryCluster {
             patch,
             error,
         });
-        result
+        result.map(|v| json_text(&v))
     }
 
     async fn delete(&self, target: &ObjectRef, _plugin: &PluginName) -> Result<(), ClusterError> {
@@ -419,11 +419,13 @@ mod tests {
             .apply(cm("a", json!({"k": "1"})), &plugin())
             .await
             .expect("created");
+        let first: Value = serde_json::from_str(&first).expect("the reply is JSON");
         assert_eq!(first["metadata"]["generation"], 1);
         let second = c
             .apply(cm("a", json!({"k": "2"})), &plugin())
             .await
             .expect("applied");
+        let second: Value = serde_json::from_str(&second).expect("the reply is JSON");
         assert_eq!(second["metadata"]["generation"], 2);
         assert_eq!(second["metadata"]["uid"], first["metadata"]["uid"]);
         let status = c
@@ -434,6 +436,7 @@ mod tests {
             )
             .await
             .expect("status");
+        let status: Value = serde_json::from_str(&status).expect("the reply is JSON");
         assert_eq!(status["metadata"]["generation"], 2);
         assert_eq!(status["status"]["ok"], true);
         assert_eq!(c.writes().len(), 3);
@@ -506,6 +509,7 @@ mod tests {
             .patch(&cm_ref("a"), Patch::Json(ops), &plugin())
             .await
             .expect("patched");
+        let patched: Value = serde_json::from_str(&patched).expect("the reply is JSON");
         assert_eq!(patched["data"]["k"], "2");
         let err = c
             .patch(&cm_ref("missing"), Patch::Merge(json!({})), &plugin())

@@ -66,11 +66,11 @@ impl Cluster for Counted {
         self.count("list", result)
     }
 
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         self.count("create", self.inner.create(object, plugin).await)
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         self.count("apply", self.inner.apply(object, plugin).await)
     }
 
@@ -79,7 +79,7 @@ impl Cluster for Counted {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         self.count("patch", self.inner.patch(target, patch, plugin).await)
     }
 
@@ -88,7 +88,7 @@ impl Cluster for Counted {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         let result = self.inner.patch_status(target, patch, plugin).await;
         self.count("patch-status", result)
     }

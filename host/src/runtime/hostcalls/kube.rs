@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::wit::kube::{Host, PatchBody as WitPatch};
 use super::wit::types::{Gvk, KubeError, ObjectRef as WitObjectRef};
-use super::{from_wit_gvk, from_wit_ref, json_text, ref_len, to_wit_error};
+use super::{from_wit_gvk, from_wit_ref, ref_len, to_wit_error};
 use crate::cluster::{ClusterError, ObjectRef, Patch};
 use crate::plugin::Verb;
 use crate::runtime::call::CallState;
@@ -75,7 +75,7 @@ impl CallState {
             Verb::Create => cluster.create(value, plugin).await,
             _ => cluster.apply(value, plugin).await,
         };
-        Ok(result.map(|v| json_text(&v)).map_err(to_wit_error))
+        Ok(result.map_err(to_wit_error))
     }
 
     async fn patch_object(
@@ -101,7 +101,7 @@ impl CallState {
         } else {
             cluster.patch(&target, patch, plugin).await
         };
-        Ok(result.map(|v| json_text(&v)).map_err(to_wit_error))
+        Ok(result.map_err(to_wit_error))
     }
 }
 

@@ -67,13 +67,13 @@ impl Cluster for OnHost {
         .await
     }
 
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         let plugin = plugin.clone();
         self.on_host(|c| async move { c.create(object, &plugin).await })
             .await
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<Value, ClusterError> {
+    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
         let plugin = plugin.clone();
         self.on_host(|c| async move { c.apply(object, &plugin).await })
             .await
@@ -84,7 +84,7 @@ impl Cluster for OnHost {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         let (target, plugin) = (target.clone(), plugin.clone());
         self.on_host(|c| async move { c.patch(&target, patch, &plugin).await })
             .await
@@ -95,7 +95,7 @@ impl Cluster for OnHost {
         target: &ObjectRef,
         patch: Patch<Value>,
         plugin: &PluginName,
-    ) -> Result<Value, ClusterError> {
+    ) -> Result<String, ClusterError> {
         let (target, plugin) = (target.clone(), plugin.clone());
         self.on_host(|c| async move { c.patch_status(&target, patch, &plugin).await })
             .await
@@ -147,10 +147,10 @@ mod tests {
             ) -> Result<Vec<String>, ClusterError> {
                 self.0.list(kind, namespace, selector).await
             }
-            async fn create(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
+            async fn create(&self, o: Value, p: &PluginName) -> Result<String, ClusterError> {
                 self.0.create(o, p).await
             }
-            async fn apply(&self, o: Value, p: &PluginName) -> Result<Value, ClusterError> {
+            async fn apply(&self, o: Value, p: &PluginName) -> Result<String, ClusterError> {
                 self.0.apply(o, p).await
             }
             async fn patch(
@@ -158,7 +158,7 @@ mod tests {
                 t: &ObjectRef,
                 patch: Patch<Value>,
                 p: &PluginName,
-            ) -> Result<Value, ClusterError> {
+            ) -> Result<String, ClusterError> {
                 self.0.patch(t, patch, p).await
             }
             async fn patch_status(
@@ -166,7 +166,7 @@ mod tests {
                 t: &ObjectRef,
                 patch: Patch<Value>,
                 p: &PluginName,
-            ) -> Result<Value, ClusterError> {
+            ) -> Result<String, ClusterError> {
                 self.0.patch_status(t, patch, p).await
             }
             async fn delete(&self, t: &ObjectRef, p: &PluginName) -> Result<(), ClusterError> {
