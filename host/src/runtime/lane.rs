@@ -191,9 +191,7 @@ impl Demotion {
         self.signal.notify_one();
         true
     }
-}
 
-impl Demotion {
     /// Marks the call demoted before it starts (no signal: the caller runs it on the lane
     /// from the start, [`Lane::on_lane`]).
     pub fn mark_demoted(&mut self) {
