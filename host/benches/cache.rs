@@ -285,7 +285,7 @@ fn main() {
         .map(|o| chunk(o.text().len() + 16))
         .sum();
     println!(
-        "    parts:           text {:.0} bytes per object; as an Arc<str> malloc chunk {:.0}; the rest ({:.0}) is the table ({} bytes per slot) and its spare capacity",
+        "    parts:           text {:.0} bytes per object; with its 16-byte header (length, count) as a malloc chunk {:.0}; the rest ({:.0}) is the table ({} bytes per slot) and its spare capacity",
         texts as f64 / n as f64,
         text_chunks as f64 / n as f64,
         (new.chunks - text_chunks) as f64 / n as f64,

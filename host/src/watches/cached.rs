@@ -16,21 +16,23 @@
 //! so these reads cannot fail later.
 //!
 //! What one object costs now, and what dominates: the text itself (384 bytes for the
-//! ConfigMaps of BENCHMARKS.md's measurement 5), one allocation of it with the `Arc`'s two
-//! counters (16 bytes) and glibc's chunk overhead (8 bytes and rounding to 16), and a 16-byte
-//! slot in the [`Store`](super::store::Store)'s table at its load factor: 446 bytes per
-//! object as malloc chunks (1.16x the text) by `cargo bench -p wasmop --bench cache`,
-//! against 1,306 with a copy of the metadata in an `ObjectMeta` under kube-runtime's
-//! reflector store.
+//! ConfigMaps of BENCHMARKS.md's measurement 5), one allocation of it with a 16-byte header
+//! (its length and one reference count: an [`ArcStr`] has no weak count) and glibc's chunk
+//! overhead (8 bytes and rounding to 16), and an 8-byte slot in the
+//! [`Store`](super::store::Store)'s table at its load factor: 432 bytes per object as malloc
+//! chunks (1.12x the text) by `cargo bench -p wasmop --bench cache`, against 446 with an
+//! `Arc<str>` (a 16-byte fat pointer per table slot) and 1,306 with a copy of the metadata in
+//! an `ObjectMeta` under kube-runtime's reflector store.
 //!
-//! Cloning a `CachedObject` clones a pointer, so the store, the change broadcast and every
-//! plugin's trigger stream share one copy.
+//! Cloning a `CachedObject` clones a thin pointer, so the store, the change broadcast and
+//! every plugin's trigger stream share one copy.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use arcstr::ArcStr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
@@ -76,9 +78,10 @@ pub enum CachedObjectError {
 }
 
 /// One object of a shared cache: trimmed (no `managedFields`, no last-applied annotation),
-/// `apiVersion`/`kind` set, held as its JSON text only. Cheap to clone.
+/// `apiVersion`/`kind` set, held as its JSON text only. Cheap to clone: one thin pointer
+/// (8 bytes) to the shared text.
 #[derive(Clone)]
-pub struct CachedObject(Arc<str>);
+pub struct CachedObject(ArcStr);
 
 /// The cache key as it is in the text: borrowed unless the text escapes a character.
 #[derive(Deserialize, Default)]
@@ -123,7 +126,7 @@ impl CachedObject {
                     source,
                 })
                 .and_then(|()| {
-                    std::str::from_utf8(buf).map(Arc::<str>::from).map_err(|e| {
+                    std::str::from_utf8(buf).map(ArcStr::from).map_err(|e| {
                         CachedObjectError::Encode {
                             name: display_name(&obj.metadata),
                             source: serde::ser::Error::custom(e),
@@ -255,7 +258,7 @@ impl CachedObject {
 }
 
 /// A read that [`CachedObject::encode`] checked once already failed: the text changed under
-/// an `Arc<str>`, which cannot happen.
+/// an `ArcStr`, which cannot happen.
 #[cold]
 fn checked(error: &serde_json::Error) -> ! {
     unreachable!("a cached object's text was checked to decode when it was cached: {error}")
@@ -449,8 +452,9 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_object_is_one_pointer() {
-        assert_eq!(std::mem::size_of::<CachedObject>(), 16);
+    fn a_cached_object_is_one_thin_pointer() {
+        assert_eq!(std::mem::size_of::<CachedObject>(), 8);
+        assert_eq!(std::mem::size_of::<Option<CachedObject>>(), 8);
     }
 
     #[test]
