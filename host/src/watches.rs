@@ -1,10 +1,10 @@
 //! Shared watches: one watch and one cache per kind (and namespace scope), however many
 //! plugins need it.
 //!
-//! Each [`SharedWatch`] runs one kube-runtime `watcher` whose objects are trimmed (no
-//! `managedFields`, no last-applied annotation, `apiVersion`/`kind` always set) and kept as
-//! [`CachedObject`]s (the JSON text alone) before they reach its [`Store`] and its
-//! subscribers; the store, the broadcast and the subscribers share one copy of each object.
+//! Each [`SharedWatch`] runs one kube-runtime `watcher` whose objects are trimmed while they
+//! are decoded (no `managedFields`, no last-applied annotation: [`decoded`]), get
+//! `apiVersion`/`kind` when they lack them, and are kept as [`CachedObject`]s (the JSON text
+//! alone) before they reach its [`Store`] and its subscribers; the store, the broadcast and the subscribers share one copy of each object.
 //! A subscriber gets every object already in the cache and then every change; if it falls
 //! behind the broadcast buffer it is sent the whole cache again (level-triggered consumers
 //! lose nothing by that).
@@ -21,6 +21,7 @@
 //!   watcher with kube's default backoff and logged.
 
 pub mod cached;
+pub mod decoded;
 pub mod store;
 
 use std::collections::HashMap;
@@ -36,6 +37,8 @@ use tokio::sync::{broadcast, watch};
 
 pub use self::cached::{CachedObject, CachedObjectError, Kind};
 pub use self::store::{ObjectKey, Store, Writer};
+
+use self::decoded::Watched;
 
 /// The annotation `kubectl apply` leaves on objects: a full copy of the object, useless to a
 /// controller and often the biggest field.
@@ -90,7 +93,7 @@ impl Drop for SharedWatch {
 
 impl SharedWatch {
     fn start(client: Client, key: WatchKey) -> Self {
-        let api: Api<DynamicObject> = match &key.namespace {
+        let api: Api<Watched> = match &key.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &key.resource),
             None => Api::all_with(client, &key.resource),
         };
@@ -213,13 +216,13 @@ impl SharedWatch {
 
 /// The watcher's event with its object trimmed and cached.
 fn cache_event(
-    event: Event<DynamicObject>,
+    event: Event<Watched>,
     types: &TypeMeta,
 ) -> Result<Event<CachedObject>, CachedObjectError> {
     Ok(match event {
-        Event::Apply(obj) => Event::Apply(CachedObject::new(obj, types)?),
-        Event::Delete(obj) => Event::Delete(CachedObject::new(obj, types)?),
-        Event::InitApply(obj) => Event::InitApply(CachedObject::new(obj, types)?),
+        Event::Apply(obj) => Event::Apply(CachedObject::from_watched(obj, types)?),
+        Event::Delete(obj) => Event::Delete(CachedObject::from_watched(obj, types)?),
+        Event::InitApply(obj) => Event::InitApply(CachedObject::from_watched(obj, types)?),
         Event::Init => Event::Init,
         Event::InitDone => Event::InitDone,
     })

@@ -37,9 +37,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use super::decoded::Watched;
 use super::trim;
 
 /// The kind of a shared watch's objects, shared by everything that names it.
@@ -110,11 +111,27 @@ impl CachedObject {
     /// as text.
     pub fn new(mut obj: DynamicObject, types: &TypeMeta) -> Result<Self, CachedObjectError> {
         trim(&mut obj, types);
-        Self::encode(&obj)
+        Self::encode(&obj, || display_name(&obj.metadata))
+    }
+
+    /// Keeps an object as a shared watch decoded it (trimmed already), with `apiVersion` and
+    /// `kind` set from `types` when it lacks them (list items do), as text.
+    pub fn from_watched(mut obj: Watched, types: &TypeMeta) -> Result<Self, CachedObjectError> {
+        let fields = &mut obj.fields;
+        if !fields.contains_key("apiVersion") {
+            fields.insert("apiVersion".into(), types.api_version.clone().into());
+        }
+        if !fields.contains_key("kind") {
+            fields.insert("kind".into(), types.kind.clone().into());
+        }
+        Self::encode(&obj.fields, || obj.display_name())
     }
 
     /// Keeps `obj` as it is (no trimming, no types added), as text.
-    fn encode(obj: &DynamicObject) -> Result<Self, CachedObjectError> {
+    fn encode<T: Serialize>(
+        obj: &T,
+        display_name: impl Fn() -> String,
+    ) -> Result<Self, CachedObjectError> {
         // Written into a reused buffer, then copied into an allocation of the exact size: a
         // `String` grown by doubling and then shrunk would leave freed fragments behind each
         // cached object (garbage the allocator keeps, i.e. RSS).
@@ -122,13 +139,13 @@ impl CachedObject {
             buf.clear();
             let written = serde_json::to_writer(&mut *buf, obj)
                 .map_err(|source| CachedObjectError::Encode {
-                    name: display_name(&obj.metadata),
+                    name: display_name(),
                     source,
                 })
                 .and_then(|()| {
                     std::str::from_utf8(buf).map(ArcStr::from).map_err(|e| {
                         CachedObjectError::Encode {
-                            name: display_name(&obj.metadata),
+                            name: display_name(),
                             source: serde::ser::Error::custom(e),
                         }
                     })
@@ -142,7 +159,7 @@ impl CachedObject {
         // The accessors below read these back from the text and rely on this check: the text
         // never changes and decoding is deterministic, so what decodes now decodes later.
         let decode = |source| CachedObjectError::Decode {
-            name: display_name(&obj.metadata),
+            name: display_name(),
             source,
         };
         cached.try_key().map_err(decode)?;
@@ -316,12 +333,11 @@ impl PartialEq for CachedObject {
 
 /// Decodes an object as the API server sends it, trimmed but without `apiVersion`/`kind`
 /// added when it lacks them (a decoder does not know the kind; the shared watches build
-/// cached objects with [`CachedObject::new`] instead).
+/// cached objects with [`CachedObject::from_watched`] instead).
 impl<'de> Deserialize<'de> for CachedObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut obj = DynamicObject::deserialize(deserializer)?;
-        super::trim_metadata(&mut obj.metadata);
-        Self::encode(&obj).map_err(serde::de::Error::custom)
+        let obj = Watched::deserialize(deserializer)?;
+        Self::encode(&obj.fields, || obj.display_name()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -455,6 +471,26 @@ mod tests {
     fn a_cached_object_is_one_thin_pointer() {
         assert_eq!(std::mem::size_of::<CachedObject>(), 8);
         assert_eq!(std::mem::size_of::<Option<CachedObject>>(), 8);
+    }
+
+    #[test]
+    fn a_watched_object_caches_as_the_trimmed_object_with_its_types() {
+        // A list item: no apiVersion/kind, which the cache adds.
+        let text = serde_json::to_string(&server_object()).expect("json");
+        let watched: Watched = serde_json::from_str(&text).expect("decoded");
+        let cached = CachedObject::from_watched(watched, &types()).expect("cached");
+        let mut expected = server_object();
+        trim(&mut expected, &types());
+        let expected = serde_json::to_value(&expected).expect("value");
+        assert_eq!(cached.to_value().expect("value"), expected);
+        assert_eq!(cached.meta().resource_version.as_deref(), Some("7"));
+        // A watch event's object names its kind itself; that is kept.
+        let mut sent = serde_json::to_value(server_object()).expect("value");
+        sent["apiVersion"] = json!("example.com/v2");
+        sent["kind"] = json!("Other");
+        let watched: Watched = serde_json::from_value(sent).expect("decoded");
+        let cached = CachedObject::from_watched(watched, &types()).expect("cached");
+        assert_eq!(cached.to_value().expect("value")["kind"], "Other");
     }
 
     #[test]
