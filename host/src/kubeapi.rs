@@ -26,7 +26,7 @@ use crate::cluster::selector::LabelSelector;
 use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, json_text};
 use crate::events::{EventSink, Record};
 use crate::plugin::PluginName;
-use crate::watches::{CachedObject, CachedObjectError, Watches};
+use crate::watches::{CachedObject, CachedObjectError, Watches, trim_value};
 
 /// The API server, as one plugin's host calls reach it. Cheap to clone.
 #[derive(Clone)]
@@ -96,7 +96,7 @@ impl KubeCluster {
                     kind: resolved.resource.kind.clone(),
                 });
                 let mut v = to_value(o)?;
-                strip(&mut v);
+                trim_value(&mut v);
                 Ok(json_text(&v))
             })
             .collect()
@@ -155,7 +155,7 @@ impl KubeCluster {
             self.client.request::<Value>(req).await
         })
         .await?;
-        strip(&mut reply);
+        trim_value(&mut reply);
         Ok(json_text(&reply))
     }
 
@@ -243,7 +243,7 @@ impl Cluster for KubeCluster {
         let api = self.api(&kind, target.namespace.as_deref())?;
         let obj = retrying("get", || api.get(&target.name)).await?;
         let mut value = to_value(obj)?;
-        strip(&mut value);
+        trim_value(&mut value);
         Ok(json_text(&value))
     }
 
@@ -346,16 +346,6 @@ impl Cluster for KubeCluster {
         // comes after this call has returned, so only a refusal here reaches the plugin.
         self.events.publish(plugin.as_str(), record).await;
         Ok(())
-    }
-}
-
-/// Trims an object read from the API the same way cached ones are trimmed.
-fn strip(value: &mut Value) {
-    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            annotations.remove(crate::watches::LAST_APPLIED);
-        }
     }
 }
 

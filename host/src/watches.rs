@@ -33,6 +33,7 @@ use kube::api::{Api, DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 pub use self::cached::{CachedObject, CachedObjectError, Kind};
@@ -244,6 +245,22 @@ pub fn trim_metadata(meta: &mut ObjectMeta) {
         annotations.remove(LAST_APPLIED);
         if annotations.is_empty() {
             meta.annotations = None;
+        }
+    }
+}
+
+/// [`trim_metadata`]'s rule for an object held as JSON (one read or written through the API, or
+/// a request built from a `Value`): the same fields go, so every object a plugin sees has the
+/// same shape whichever way it reached the host.
+pub fn trim_value(object: &mut Value) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.remove("managedFields");
+    if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.remove("annotations");
         }
     }
 }

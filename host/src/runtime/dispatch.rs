@@ -21,6 +21,7 @@ use super::wasi::{self, Printed};
 use super::{Compiler, Limits, Request};
 use super::{PluginInner, RequestObject};
 use crate::cluster::{Cluster, ObjectRef};
+use crate::watches::trim_value;
 
 /// Which export to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,21 +93,6 @@ pub async fn call(
     run(plugin, cluster, request, entry).instrument(span).await
 }
 
-/// The object as the WIT promises it: without `managedFields` and the last-applied
-/// annotation, which are large, server-owned and of no use to a reconcile.
-fn trimmed(mut object: serde_json::Value) -> serde_json::Value {
-    if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        meta.remove("managedFields");
-        if let Some(annotations) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) {
-            annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-            if annotations.is_empty() {
-                meta.remove("annotations");
-            }
-        }
-    }
-    object
-}
-
 /// What a call holds until it really ends, moved with it if it is demoted. Fields drop in
 /// order: the store (and with it the instance) before the slot permit that let it exist, and
 /// the epoch hold last, so that a guest is never left running without ticks.
@@ -157,7 +143,10 @@ async fn run(
     let wit_request = reconciler::Request {
         target: to_wit_ref(&request.target),
         object: match request.object {
-            RequestObject::Value(value) => json_text(&trimmed(value)),
+            RequestObject::Value(mut value) => {
+                trim_value(&mut value);
+                json_text(&value)
+            }
             RequestObject::Text(text) => text,
         },
     };
@@ -368,27 +357,4 @@ fn trap(error: &wasmtime::Error, printed: &Printed) -> Outcome {
         })
         .unwrap_or_default();
     Outcome::Trap { message, backtrace }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn requests_are_trimmed_of_server_bookkeeping() {
-        let object = json!({"metadata": {
-            "name": "a",
-            "managedFields": [{"manager": "kubectl"}],
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}
-        }});
-        assert_eq!(
-            trimmed(object),
-            json!({"metadata": {"name": "a", "annotations": {"keep": "me"}}})
-        );
-        let only_last_applied = json!({"metadata": {"annotations": {
-            "kubectl.kubernetes.io/last-applied-configuration": "{}"
-        }}});
-        assert_eq!(trimmed(only_last_applied), json!({"metadata": {}}));
-    }
 }

@@ -235,6 +235,43 @@ mod tests {
     }
 
     #[test]
+    fn trimming_a_value_drops_the_same_fields_as_decoding() {
+        let mut only_last_applied = server_object();
+        only_last_applied["metadata"]["annotations"] = json!({LAST_APPLIED: "{}"});
+        let mut no_annotations = server_object();
+        no_annotations["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("annotations");
+        for object in [server_object(), only_last_applied, no_annotations] {
+            let decoded: Watched = serde_json::from_value(object.clone()).expect("decodes");
+            let mut trimmed = object;
+            crate::watches::trim_value(&mut trimmed);
+            assert_eq!(Value::Object(decoded.fields), trimmed);
+        }
+    }
+
+    #[test]
+    fn trimming_a_value_keeps_other_annotations_and_drops_an_emptied_map() {
+        let mut object = json!({"metadata": {
+            "name": "a",
+            "managedFields": [{"manager": "kubectl"}],
+            "annotations": {LAST_APPLIED: "{}", "keep": "me"}
+        }});
+        crate::watches::trim_value(&mut object);
+        assert_eq!(
+            object,
+            json!({"metadata": {"name": "a", "annotations": {"keep": "me"}}})
+        );
+        let mut only_last_applied = json!({"metadata": {"annotations": {LAST_APPLIED: "{}"}}});
+        crate::watches::trim_value(&mut only_last_applied);
+        assert_eq!(only_last_applied, json!({"metadata": {}}));
+        let mut not_an_object = json!([1, 2]);
+        crate::watches::trim_value(&mut not_an_object);
+        assert_eq!(not_an_object, json!([1, 2]));
+    }
+
+    #[test]
     fn something_that_is_not_an_object_is_refused() {
         let error = serde_json::from_str::<Watched>("[1, 2]").expect_err("refused");
         assert!(error.to_string().contains("a Kubernetes object"), "{error}");
