@@ -18,7 +18,8 @@
 //! The same plugin compiled by Winch, wasmtime's baseline compiler, is called interleaved with
 //! the Cranelift one: what running on baseline code costs a reconcile.
 //!
-//! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000).
+//! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000), and
+//! `WASMOP_BENCH_ONLY=wasm|noop|native` to run only that path in a loop (for `perf record`).
 //!
 //! The figures measured on the 2-core development machine, and what the remaining cost is
 //! made of (from `perf` profiles of this benchmark), are in the README, section
@@ -33,8 +34,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use wasmop::cluster::text::patch_json;
 use wasmop::cluster::{
-    Cluster, ClusterError, Event, EventType, GroupVersionKind, ObjectRef, Patch,
+    Cluster, ClusterError, Event, EventType, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
 };
 use wasmop::plugin::PluginName;
 use wasmop::runtime::{
@@ -63,16 +65,16 @@ impl Cluster for EchoCluster {
     ) -> Result<Vec<String>, ClusterError> {
         Ok(Vec::new())
     }
-    async fn create(&self, object: Value, _: &PluginName) -> Result<String, ClusterError> {
-        Ok(wasmop::cluster::json_text(&object))
+    async fn create(&self, object: ObjectText, _: &PluginName) -> Result<String, ClusterError> {
+        Ok(object.json().get().to_owned())
     }
-    async fn apply(&self, object: Value, _: &PluginName) -> Result<String, ClusterError> {
-        Ok(wasmop::cluster::json_text(&object))
+    async fn apply(&self, object: ObjectText, _: &PluginName) -> Result<String, ClusterError> {
+        Ok(object.json().get().to_owned())
     }
     async fn patch(
         &self,
         _: &ObjectRef,
-        _: Patch<Value>,
+        _: Patch<Json>,
         _: &PluginName,
     ) -> Result<String, ClusterError> {
         Ok(self.database.clone())
@@ -80,7 +82,7 @@ impl Cluster for EchoCluster {
     async fn patch_status(
         &self,
         _: &ObjectRef,
-        _: Patch<Value>,
+        _: Patch<Json>,
         _: &PluginName,
     ) -> Result<String, ClusterError> {
         Ok(self.database.clone())
@@ -188,7 +190,11 @@ async fn native_reconcile(
     let mut object = serde_json::to_value(&config_map).map_err(invalid)?;
     object["apiVersion"] = json!("v1");
     object["kind"] = json!("ConfigMap");
-    // Like the SDK, which hands back what a write stored undecoded: the plugin never reads it.
+    // A write's body is text on its way to any API server, so the twin writes it as text,
+    // as the guest does. Like the SDK, which hands back what a write stored undecoded, it
+    // never reads the reply.
+    let object =
+        ObjectText::from_value(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
     cluster.apply(object, plugin).await?;
 
     let old = db.status.clone().unwrap_or_default();
@@ -207,6 +213,7 @@ async fn native_reconcile(
     if status != old {
         let patch =
             Patch::Merge(json!({ "status": serde_json::to_value(&status).map_err(invalid)? }));
+        let patch = patch_json(patch).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         cluster.patch_status(&request.target, patch, plugin).await?;
         let event = Event {
             regarding: request.target.clone(),
@@ -309,6 +316,32 @@ fn main() -> anyhow::Result<()> {
             "database-config on Winch failed: {first}"
         );
 
+        // One path alone in a loop, for a profiler (`perf record`) to see only it.
+        if let Ok(only) = std::env::var("WASMOP_BENCH_ONLY") {
+            let noop = runtime
+                .load(
+                    std::fs::read(wasmop_test_guests::component("noop"))?,
+                    LoadOptions::default(),
+                )
+                .await?;
+            let started = Instant::now();
+            for _ in 0..calls {
+                let r = text_request.clone();
+                match only.as_str() {
+                    "wasm" => anyhow::ensure!(plugin.reconcile(cluster.clone(), r).await.is_success()),
+                    "noop" => anyhow::ensure!(noop.reconcile(cluster.clone(), r).await.is_success()),
+                    "native" => native_reconcile(cluster.as_ref(), &name, &request).await?,
+                    other => anyhow::bail!(
+                        "WASMOP_BENCH_ONLY is `{other}`; it takes `wasm`, `noop` or `native`"
+                    ),
+                }
+            }
+            println!(
+                "{only}: {:.2} µs per call (mean of {calls})",
+                us(started.elapsed()) / calls as f64
+            );
+            return Ok(());
+        }
         let mut wasm = Vec::with_capacity(calls);
         let mut wasm_winch = Vec::with_capacity(calls);
         let mut native = Vec::with_capacity(calls);

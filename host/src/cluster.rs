@@ -1,8 +1,10 @@
 //! The only way the runtime reaches Kubernetes: the [`Cluster`] trait.
 //!
-//! Objects are `serde_json::Value`s (they are open-ended and version-skewed, and cross the wasm
-//! boundary as JSON anyway); kinds are kube's [`GroupVersionKind`]; patches are kube's
-//! [`Patch`]. Errors are typed so they map one-to-one onto the WIT `kube-error` variant.
+//! Objects cross as JSON text (they are open-ended and version-skewed, and cross the wasm
+//! boundary as JSON anyway): what a plugin writes stays the text it sent ([`ObjectText`],
+//! [`Json`]), what it reads is the text the cache or the server holds. Kinds are kube's
+//! [`GroupVersionKind`]; patches are kube's [`Patch`]. Errors are typed so they map
+//! one-to-one onto the WIT `kube-error` variant.
 //!
 //! [`memory::MemoryCluster`] serves `wasmop test` and the tests; the controller supplies an
 //! implementation backed by the API server and its watch caches.
@@ -10,6 +12,7 @@
 pub mod journal;
 pub mod memory;
 pub mod selector;
+pub mod text;
 
 use std::fmt;
 
@@ -20,6 +23,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::plugin::PluginName;
+
+pub use self::text::{Json, ObjectText};
 
 /// The identity of one object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -193,17 +198,18 @@ pub trait Cluster: Send + Sync + 'static {
     ) -> Result<Vec<String>, ClusterError>;
 
     /// Creates an object; `Conflict` if it exists.
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError>;
+    async fn create(&self, object: ObjectText, plugin: &PluginName)
+    -> Result<String, ClusterError>;
 
     /// Server-side applies `object` (which names its target) with the field manager
     /// `wasmop/<plugin>` and force.
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError>;
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError>;
 
     /// Patches an object (an apply patch uses the plugin's field manager and force).
     async fn patch(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError>;
 
@@ -211,7 +217,7 @@ pub trait Cluster: Send + Sync + 'static {
     async fn patch_status(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError>;
 

@@ -23,7 +23,9 @@ use serde_json::Value;
 use self::discovery::{Resolved, Resolver};
 use self::errors::retrying;
 use crate::cluster::selector::LabelSelector;
-use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, json_text};
+use crate::cluster::{
+    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, json_text,
+};
 use crate::events::{EventSink, Record};
 use crate::plugin::PluginName;
 use crate::watches::{CachedObject, CachedObjectError, Watches, trim_value};
@@ -126,14 +128,9 @@ impl KubeCluster {
     }
 
     /// The resolved kind and API handle for an object given as JSON.
-    async fn target_of(
-        &self,
-        object: &Value,
-    ) -> Result<(ObjectRef, Api<DynamicObject>), ClusterError> {
-        let target = ObjectRef::of(object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+    async fn api_of(&self, target: &ObjectRef) -> Result<Api<DynamicObject>, ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
-        let api = self.api(&kind, target.namespace.as_deref())?;
-        Ok((target, api))
+        self.api(&kind, target.namespace.as_deref())
     }
 
     /// Sends one write as `api` would, with the stored object the server replies with kept
@@ -217,7 +214,7 @@ fn selector(text: Option<&str>) -> Result<Option<LabelSelector>, ClusterError> {
 
 /// An apply patch must be sent with a field manager and force; other patch types carry the
 /// field manager too, so `managedFields` says which plugin wrote what.
-fn patch_params(patch: &Patch<Value>, plugin: &PluginName) -> PatchParams {
+fn patch_params(patch: &Patch<Json>, plugin: &PluginName) -> PatchParams {
     match patch {
         Patch::Apply(_) => PatchParams::apply(&plugin.field_manager()).force(),
         _ => PatchParams {
@@ -267,10 +264,14 @@ impl Cluster for KubeCluster {
         }
     }
 
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
-        let (_, api) = self.target_of(&object).await?;
-        let body = serde_json::to_vec(&object)
-            .map_err(|e| ClusterError::Invalid(format!("cannot encode the object: {e}")))?;
+    async fn create(
+        &self,
+        object: ObjectText,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        let api = self.api_of(object.target()).await?;
+        // The plugin's text is the body, as it sent it.
+        let body = object.json().get().as_bytes().to_vec();
         let params = PostParams {
             field_manager: Some(plugin.field_manager()),
             ..PostParams::default()
@@ -279,18 +280,20 @@ impl Cluster for KubeCluster {
             .await
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
-        let (target, api) = self.target_of(&object).await?;
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
+        let api = self.api_of(object.target()).await?;
         let params = PatchParams::apply(&plugin.field_manager()).force();
-        let patch = Patch::Apply(object);
-        self.write("apply", &api, |r| r.patch(&target.name, &params, &patch))
+        let name = object.target().name.clone();
+        // A `RawValue` serializes as its text: the body is what the plugin sent.
+        let patch = Patch::Apply(object.into_json());
+        self.write("apply", &api, |r| r.patch(&name, &params, &patch))
             .await
     }
 
     async fn patch(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
@@ -303,7 +306,7 @@ impl Cluster for KubeCluster {
     async fn patch_status(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;

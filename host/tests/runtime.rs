@@ -10,7 +10,9 @@ use tokio::task::JoinHandle;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use wasmop::cluster::memory::{MemoryCluster, Write};
-use wasmop::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch};
+use wasmop::cluster::{
+    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+};
 use wasmop::plugin::PluginName;
 use wasmop::policy::Policy;
 use wasmop::runtime::{
@@ -441,16 +443,16 @@ impl Cluster for Stuck {
     ) -> Result<Vec<String>, ClusterError> {
         std::future::pending().await
     }
-    async fn create(&self, _: Value, _: &PluginName) -> Result<String, ClusterError> {
+    async fn create(&self, _: ObjectText, _: &PluginName) -> Result<String, ClusterError> {
         std::future::pending().await
     }
-    async fn apply(&self, _: Value, _: &PluginName) -> Result<String, ClusterError> {
+    async fn apply(&self, _: ObjectText, _: &PluginName) -> Result<String, ClusterError> {
         std::future::pending().await
     }
     async fn patch(
         &self,
         _: &ObjectRef,
-        _: Patch<Value>,
+        _: Patch<Json>,
         _: &PluginName,
     ) -> Result<String, ClusterError> {
         std::future::pending().await
@@ -458,7 +460,7 @@ impl Cluster for Stuck {
     async fn patch_status(
         &self,
         _: &ObjectRef,
-        _: Patch<Value>,
+        _: Patch<Json>,
         _: &PluginName,
     ) -> Result<String, ClusterError> {
         std::future::pending().await
@@ -744,16 +746,20 @@ impl Cluster for Sluggish {
     ) -> Result<Vec<String>, ClusterError> {
         self.0.list(kind, ns, sel).await
     }
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn create(
+        &self,
+        object: ObjectText,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
         self.0.create(object, plugin).await
     }
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
         self.0.apply(object, plugin).await
     }
     async fn patch(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         self.0.patch(target, patch, plugin).await
@@ -761,7 +767,7 @@ impl Cluster for Sluggish {
     async fn patch_status(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         self.0.patch_status(target, patch, plugin).await
@@ -1005,18 +1011,22 @@ impl Cluster for Gated {
         self.pass().await;
         self.inner.list(kind, namespace, selector).await
     }
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn create(
+        &self,
+        object: ObjectText,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
         self.pass().await;
         self.inner.create(object, plugin).await
     }
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
         self.pass().await;
         self.inner.apply(object, plugin).await
     }
     async fn patch(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         self.pass().await;
@@ -1025,7 +1035,7 @@ impl Cluster for Gated {
     async fn patch_status(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         self.pass().await;

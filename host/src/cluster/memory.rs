@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 pub use super::journal::{PatchType, Target, Write};
 use super::selector::LabelSelector;
+use super::text::{Json, ObjectText, patch_value};
 use super::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch, json_text};
 use crate::plugin::PluginName;
 
@@ -308,7 +309,12 @@ impl Cluster for MemoryCluster {
             .collect())
     }
 
-    async fn create(&self, object: Value, _plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn create(
+        &self,
+        object: ObjectText,
+        _plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        let object = object.to_value();
         let mut state = self.lock();
         let result = state.create(object.clone());
         let error = error_text(&result);
@@ -316,12 +322,11 @@ impl Cluster for MemoryCluster {
         result.map(|v| json_text(&v))
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
+        let target = object.target().clone();
+        let object = object.to_value();
         let mut state = self.lock();
-        let result = match ObjectRef::of(&object) {
-            Ok(target) => state.patch(&target, &Patch::Apply(object.clone()), false),
-            Err(e) => Err(ClusterError::Invalid(e.to_string())),
-        };
+        let result = state.patch(&target, &Patch::Apply(object.clone()), false);
         let error = error_text(&result);
         state.journal.push(Write::Apply {
             field_manager: plugin.field_manager(),
@@ -334,9 +339,10 @@ impl Cluster for MemoryCluster {
     async fn patch(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         _plugin: &PluginName,
     ) -> Result<String, ClusterError> {
+        let patch = patch_value(&patch).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let mut state = self.lock();
         let result = state.patch(target, &patch, false);
         let (patch_type, patch) = patch_parts(&patch);
@@ -353,9 +359,10 @@ impl Cluster for MemoryCluster {
     async fn patch_status(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         _plugin: &PluginName,
     ) -> Result<String, ClusterError> {
+        let patch = patch_value(&patch).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let mut state = self.lock();
         let result = state.patch(target, &patch, true);
         let (patch_type, patch) = patch_parts(&patch);
@@ -404,6 +411,14 @@ mod tests {
                "metadata": {"name": name, "namespace": "default"}, "data": data})
     }
 
+    fn text(object: Value) -> ObjectText {
+        ObjectText::from_value(&object).expect("an object")
+    }
+
+    fn merge(body: Value) -> Patch<Json> {
+        crate::cluster::text::patch_json(Patch::Merge(body)).expect("a patch")
+    }
+
     fn cm_ref(name: &str) -> ObjectRef {
         ObjectRef::new(
             GroupVersionKind::gvk("", "v1", "ConfigMap"),
@@ -416,13 +431,13 @@ mod tests {
     async fn apply_creates_then_merges_and_bumps_generation_only_on_spec_change() {
         let c = MemoryCluster::new();
         let first = c
-            .apply(cm("a", json!({"k": "1"})), &plugin())
+            .apply(text(cm("a", json!({"k": "1"}))), &plugin())
             .await
             .expect("created");
         let first: Value = serde_json::from_str(&first).expect("the reply is JSON");
         assert_eq!(first["metadata"]["generation"], 1);
         let second = c
-            .apply(cm("a", json!({"k": "2"})), &plugin())
+            .apply(text(cm("a", json!({"k": "2"}))), &plugin())
             .await
             .expect("applied");
         let second: Value = serde_json::from_str(&second).expect("the reply is JSON");
@@ -431,7 +446,7 @@ mod tests {
         let status = c
             .patch_status(
                 &cm_ref("a"),
-                Patch::Merge(json!({"status": {"ok": true}})),
+                merge(json!({"status": {"ok": true}})),
                 &plugin(),
             )
             .await
@@ -447,7 +462,7 @@ mod tests {
         let c = MemoryCluster::new();
         c.seed([cm("a", json!({}))]).expect("seed");
         let err = c
-            .create(cm("a", json!({})), &plugin())
+            .create(text(cm("a", json!({}))), &plugin())
             .await
             .expect_err("exists");
         assert!(matches!(err, ClusterError::Conflict(_)));
@@ -512,7 +527,7 @@ mod tests {
         let patched: Value = serde_json::from_str(&patched).expect("the reply is JSON");
         assert_eq!(patched["data"]["k"], "2");
         let err = c
-            .patch(&cm_ref("missing"), Patch::Merge(json!({})), &plugin())
+            .patch(&cm_ref("missing"), merge(json!({})), &plugin())
             .await
             .expect_err("missing");
         assert!(matches!(err, ClusterError::NotFound(_)));

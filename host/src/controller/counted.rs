@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::Value;
 
-use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch};
+use crate::cluster::{
+    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+};
 use crate::metrics::Metrics;
 use crate::plugin::PluginName;
 
@@ -66,18 +67,22 @@ impl Cluster for Counted {
         self.count("list", result)
     }
 
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn create(
+        &self,
+        object: ObjectText,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
         self.count("create", self.inner.create(object, plugin).await)
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
         self.count("apply", self.inner.apply(object, plugin).await)
     }
 
     async fn patch(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         self.count("patch", self.inner.patch(target, patch, plugin).await)
@@ -86,7 +91,7 @@ impl Cluster for Counted {
     async fn patch_status(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         let result = self.inner.patch_status(target, patch, plugin).await;
@@ -116,9 +121,12 @@ mod tests {
         let plugin = PluginName::new("p").expect("name");
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": "a", "namespace": "ns"}});
-        cluster.create(cm.clone(), &plugin).await.expect("created");
         cluster
-            .create(cm.clone(), &plugin)
+            .create(ObjectText::from_value(&cm).expect("object"), &plugin)
+            .await
+            .expect("created");
+        cluster
+            .create(ObjectText::from_value(&cm).expect("object"), &plugin)
             .await
             .expect_err("exists");
         let target = ObjectRef::of(&cm).expect("ref");

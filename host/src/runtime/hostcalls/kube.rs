@@ -2,40 +2,29 @@
 //! counted, its bytes charged, and checked against the plugin's grants. Objects the guest
 //! passes must be JSON objects naming their kind; anything else is `invalid` to the guest.
 
-use serde_json::Value;
-
 use super::wit::kube::{Host, PatchBody as WitPatch};
 use super::wit::types::{Gvk, KubeError, ObjectRef as WitObjectRef};
 use super::{from_wit_gvk, from_wit_ref, ref_len, to_wit_error};
-use crate::cluster::{ClusterError, ObjectRef, Patch};
+use crate::cluster::text::{PatchKind, TextError, parse_patch as parse_text_patch};
+use crate::cluster::{ClusterError, Json, ObjectRef, ObjectText, Patch};
 use crate::plugin::Verb;
 use crate::runtime::call::CallState;
 
 type HostResult<T> = wasmtime::Result<Result<T, KubeError>>;
 
-fn parse_object(text: &str) -> Result<(Value, ObjectRef), ClusterError> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| ClusterError::Invalid(format!("the object is not valid JSON: {e}")))?;
-    let target = ObjectRef::of(&value).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-    Ok((value, target))
+fn parse_patch(body: WitPatch) -> Result<(Verb, Patch<Json>), ClusterError> {
+    let (verb, kind, text) = match body {
+        WitPatch::Merge(t) => (Verb::Patch, PatchKind::Merge, t),
+        WitPatch::Strategic(t) => (Verb::Patch, PatchKind::Strategic, t),
+        WitPatch::Apply(t) => (Verb::Apply, PatchKind::Apply, t),
+        WitPatch::Json(t) => (Verb::Patch, PatchKind::Json, t),
+    };
+    let patch = parse_text_patch(kind, text).map_err(invalid)?;
+    Ok((verb, patch))
 }
 
-fn parse_patch(body: WitPatch) -> Result<(Verb, Patch<Value>), ClusterError> {
-    let json = |text: &str| {
-        serde_json::from_str::<Value>(text)
-            .map_err(|e| ClusterError::Invalid(format!("the patch is not valid JSON: {e}")))
-    };
-    Ok(match body {
-        WitPatch::Merge(t) => (Verb::Patch, Patch::Merge(json(&t)?)),
-        WitPatch::Strategic(t) => (Verb::Patch, Patch::Strategic(json(&t)?)),
-        WitPatch::Apply(t) => (Verb::Apply, Patch::Apply(json(&t)?)),
-        WitPatch::Json(t) => {
-            let ops: json_patch::Patch = serde_json::from_str(&t).map_err(|e| {
-                ClusterError::Invalid(format!("the patch is not a valid JSON patch: {e}"))
-            })?;
-            (Verb::Patch, Patch::Json(ops))
-        }
-    })
+fn invalid(e: TextError) -> ClusterError {
+    ClusterError::Invalid(e.to_string())
 }
 
 fn patch_len(body: &WitPatch) -> usize {
@@ -63,17 +52,17 @@ impl CallState {
         object: String,
     ) -> HostResult<String> {
         let cluster = self.host.begin(call, object.len())?;
-        let (value, target) = match parse_object(&object) {
+        let object = match ObjectText::parse(object) {
             Ok(parsed) => parsed,
-            Err(e) => return Ok(Err(to_wit_error(e))),
+            Err(e) => return Ok(Err(to_wit_error(invalid(e)))),
         };
-        if let Err(e) = self.authorize_ref(verb, &target) {
+        if let Err(e) = self.authorize_ref(verb, object.target()) {
             return Ok(Err(to_wit_error(e)));
         }
         let plugin = self.host.plugin();
         let result = match verb {
-            Verb::Create => cluster.create(value, plugin).await,
-            _ => cluster.apply(value, plugin).await,
+            Verb::Create => cluster.create(object, plugin).await,
+            _ => cluster.apply(object, plugin).await,
         };
         Ok(result.map_err(to_wit_error))
     }

@@ -8,11 +8,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::Value;
 use tokio::runtime::Handle;
 
 use super::Abort;
-use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch};
+use crate::cluster::{
+    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+};
 use crate::plugin::PluginName;
 
 /// A [`Cluster`] whose operations run on the host's runtime.
@@ -67,13 +68,17 @@ impl Cluster for OnHost {
         .await
     }
 
-    async fn create(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn create(
+        &self,
+        object: ObjectText,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
         let plugin = plugin.clone();
         self.on_host(|c| async move { c.create(object, &plugin).await })
             .await
     }
 
-    async fn apply(&self, object: Value, plugin: &PluginName) -> Result<String, ClusterError> {
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
         let plugin = plugin.clone();
         self.on_host(|c| async move { c.apply(object, &plugin).await })
             .await
@@ -82,7 +87,7 @@ impl Cluster for OnHost {
     async fn patch(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         let (target, plugin) = (target.clone(), plugin.clone());
@@ -93,7 +98,7 @@ impl Cluster for OnHost {
     async fn patch_status(
         &self,
         target: &ObjectRef,
-        patch: Patch<Value>,
+        patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         let (target, plugin) = (target.clone(), plugin.clone());
@@ -147,16 +152,16 @@ mod tests {
             ) -> Result<Vec<String>, ClusterError> {
                 self.0.list(kind, namespace, selector).await
             }
-            async fn create(&self, o: Value, p: &PluginName) -> Result<String, ClusterError> {
+            async fn create(&self, o: ObjectText, p: &PluginName) -> Result<String, ClusterError> {
                 self.0.create(o, p).await
             }
-            async fn apply(&self, o: Value, p: &PluginName) -> Result<String, ClusterError> {
+            async fn apply(&self, o: ObjectText, p: &PluginName) -> Result<String, ClusterError> {
                 self.0.apply(o, p).await
             }
             async fn patch(
                 &self,
                 t: &ObjectRef,
-                patch: Patch<Value>,
+                patch: Patch<Json>,
                 p: &PluginName,
             ) -> Result<String, ClusterError> {
                 self.0.patch(t, patch, p).await
@@ -164,7 +169,7 @@ mod tests {
             async fn patch_status(
                 &self,
                 t: &ObjectRef,
-                patch: Patch<Value>,
+                patch: Patch<Json>,
                 p: &PluginName,
             ) -> Result<String, ClusterError> {
                 self.0.patch_status(t, patch, p).await
