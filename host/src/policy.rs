@@ -196,7 +196,14 @@ impl Grants {
             namespace: namespace.map(str::to_owned),
             reason,
         };
-        let Some(grant) = self.kinds.get(&(group.to_owned(), kind.to_owned())) else {
+        // A plugin declares a handful of kinds: a scan compares them in place, where a map
+        // lookup would first copy both names into an owned key on every host call.
+        let grant = self
+            .kinds
+            .iter()
+            .find(|((g, k), _)| g == group && k == kind)
+            .map(|(_, grant)| grant);
+        let Some(grant) = grant else {
             return Err(deny(
                 "the plugin declares no primary, owned, watched or permitted kind by that name"
                     .into(),

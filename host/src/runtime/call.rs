@@ -183,7 +183,7 @@ impl HostContext {
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<(), ClusterError> {
-        self.authorize_as(&verb.to_string(), verb, group, kind, namespace)
+        self.check(None, verb, group, kind, namespace)
     }
 
     /// Like [`authorize`](Self::authorize), naming the call differently in the denial (for
@@ -196,8 +196,21 @@ impl HostContext {
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<(), ClusterError> {
+        self.check(Some(call), verb, group, kind, namespace)
+    }
+
+    fn check(
+        &mut self,
+        call: Option<&str>,
+        verb: Verb,
+        group: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(), ClusterError> {
         if let Err(mut denial) = self.shared.grants.check(verb, group, kind, namespace) {
-            denial.verb = call.to_owned();
+            if let Some(call) = call {
+                denial.verb = call.to_owned();
+            }
             tracing::warn!(plugin = %self.shared.plugin, %denial, "denied host call");
             let message = denial.to_string();
             self.denial.get_or_insert(denial);
