@@ -34,7 +34,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasmop::cluster::text::patch_json;
 use wasmop::cluster::{
     Cluster, ClusterError, Event, EventType, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
 };
@@ -187,15 +186,19 @@ async fn native_reconcile(
         data: Some(data),
         ..ConfigMap::default()
     };
-    let mut object = serde_json::to_value(&config_map).map_err(invalid)?;
-    object["apiVersion"] = json!("v1");
-    object["kind"] = json!("ConfigMap");
-    // A write's body is text on its way to any API server, so the twin writes it as text,
-    // as the guest does. Like the SDK, which hands back what a write stored undecoded, it
-    // never reads the reply.
-    let object =
-        ObjectText::from_value(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-    cluster.apply(object, plugin).await?;
+    // Written straight to text, as the SDK does (k8s-openapi types write their own apiVersion
+    // and kind): a write's body is text on its way to any API server. The twin knows what it
+    // built, so it names the target itself; the host reads a plugin's from its text. Like the
+    // SDK, which hands back what a write stored undecoded, it never reads the reply.
+    let json = serde_json::value::to_raw_value(&config_map).map_err(invalid)?;
+    let target = ObjectRef::new(
+        GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        db.metadata.namespace.clone(),
+        name.clone(),
+    );
+    cluster
+        .apply(ObjectText::with_target(target, json), plugin)
+        .await?;
 
     let old = db.status.clone().unwrap_or_default();
     let mut status = DatabaseStatus {
@@ -211,9 +214,13 @@ async fn native_reconcile(
         last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
     }];
     if status != old {
-        let patch =
-            Patch::Merge(json!({ "status": serde_json::to_value(&status).map_err(invalid)? }));
-        let patch = patch_json(patch).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        // `{"status": ...}` written straight to text, as the SDK's `update_status` does.
+        #[derive(Serialize)]
+        struct StatusPatch<'a> {
+            status: &'a DatabaseStatus,
+        }
+        let body = serde_json::value::to_raw_value(&StatusPatch { status: &status });
+        let patch = Patch::Merge(body.map_err(invalid)?);
         cluster.patch_status(&request.target, patch, plugin).await?;
         let event = Event {
             regarding: request.target.clone(),

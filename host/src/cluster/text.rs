@@ -61,6 +61,13 @@ impl ObjectText {
         Ok(Self { target, json })
     }
 
+    /// An object built in process by code that knows what it names: a native controller
+    /// (the dispatch benchmark's twin of a plugin). Nothing is checked; a plugin's text
+    /// always goes through [`parse`](Self::parse), whose identity the grant check uses.
+    pub fn with_target(target: ObjectRef, json: Json) -> Self {
+        Self { target, json }
+    }
+
     /// The object it names.
     pub fn target(&self) -> &ObjectRef {
         &self.target
