@@ -210,10 +210,7 @@ impl Context {
         name: &str,
         patch: &Patch,
     ) -> Result<Stored<T>, Error> {
-        let target = ObjectRef::new::<T>(namespace, name)?;
-        let stored = kube::patch_status(&target.clone().into(), &patch.into())
-            .map_err(|e| kube_error("patch-status", target.to_string(), e))?;
-        Ok(Stored::new(stored, "patch-status"))
+        self.patch_status_body(namespace, name, &patch.into())
     }
 
     /// Sets `object`'s status to `status` with a merge patch of the status subresource
@@ -223,12 +220,21 @@ impl Context {
         object: &T,
         status: &S,
     ) -> Result<Stored<T>, Error> {
-        let status = serde_json::to_value(status).map_err(|source| Error::Encode {
-            kind: T::KIND,
-            source,
-        })?;
-        let patch = Patch::Merge(serde_json::json!({ "status": status }));
-        self.patch_status(object.namespace(), object.name(), &patch)
+        let body = kube::PatchBody::Merge(status_patch::<T, S>(status)?);
+        self.patch_status_body(object.namespace(), object.name(), &body)
+    }
+
+    /// [`patch_status`](Self::patch_status) with a body already written as text.
+    fn patch_status_body<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        body: &kube::PatchBody,
+    ) -> Result<Stored<T>, Error> {
+        let target = ObjectRef::new::<T>(namespace, name)?;
+        let stored = kube::patch_status(&target.clone().into(), body)
+            .map_err(|e| kube_error("patch-status", target.to_string(), e))?;
+        Ok(Stored::new(stored, "patch-status"))
     }
 
     /// Deletes the `T` named `name` (owned objects are garbage-collected). Deleting an object
@@ -269,5 +275,68 @@ fn kube_error(call: &'static str, target: String, source: types::KubeError) -> E
         call,
         target,
         source: source.into(),
+    }
+}
+
+/// The merge patch `{"status": status}` as JSON text, written straight from `status`.
+fn status_patch<T: Object, S: Serialize>(status: &S) -> Result<String, Error> {
+    #[derive(Serialize)]
+    struct StatusPatch<'a, S> {
+        status: &'a S,
+    }
+    serde_json::to_string(&StatusPatch { status }).map_err(|source| Error::Encode {
+        kind: T::KIND,
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status {
+        observed_generation: Option<i64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        phase: &'static str,
+    }
+
+    #[test]
+    fn a_status_patch_is_the_status_under_one_key_with_nulls_that_remove_fields() {
+        let status = Status {
+            observed_generation: None,
+            message: None,
+            phase: "Ready",
+        };
+        let body = status_patch::<ConfigMap, _>(&status).expect("encodes");
+        assert_eq!(
+            body,
+            r#"{"status":{"observedGeneration":null,"phase":"Ready"}}"#
+        );
+        // The same patch the `Value` path built.
+        let value = serde_json::to_value(&status).expect("encodes");
+        let parsed: Value = serde_json::from_str(&body).expect("valid JSON");
+        assert_eq!(parsed, json!({ "status": value }));
+    }
+
+    #[test]
+    fn a_status_that_cannot_be_written_is_an_encode_error_naming_the_kind() {
+        let status = std::collections::BTreeMap::from([(vec![1u8], 1)]);
+        let err = status_patch::<ConfigMap, _>(&status).expect_err("a list is no key");
+        assert!(
+            matches!(
+                err,
+                Error::Encode {
+                    kind: "ConfigMap",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 }

@@ -12,6 +12,10 @@ use serde::de::DeserializeOwned;
 use crate::bindings::wasmop::plugin::types;
 use crate::error::Error;
 
+mod encode;
+
+pub(crate) use encode::{encode, json_text};
+
 /// A Kubernetes group/version/kind, taken from a type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Gvk {
@@ -206,30 +210,6 @@ pub(crate) fn check_scope<T: Object>(namespace: Option<&str>) -> Result<(), Erro
         }),
         _ => Ok(()),
     }
-}
-
-/// Encodes `object` as the JSON the host expects, with `apiVersion` and `kind` set from `T`
-/// (CRD types usually do not carry those fields themselves).
-pub(crate) fn encode<T: Object>(object: &T) -> Result<String, Error> {
-    let mut value = serde_json::to_value(object).map_err(|source| Error::Encode {
-        kind: T::KIND,
-        source,
-    })?;
-    match value.as_object_mut() {
-        Some(map) => {
-            map.insert("apiVersion".into(), T::API_VERSION.into());
-            map.insert("kind".into(), T::KIND.into());
-        }
-        None => return Err(Error::NotAnObject { kind: T::KIND }),
-    }
-    Ok(json_text(&value))
-}
-
-/// `value` as JSON text. `Value`'s `Display` goes through `fmt` adapters that cost about
-/// twice as much as writing into a buffer, which is what this does.
-pub(crate) fn json_text(value: &serde_json::Value) -> String {
-    // A `Value` always serializes (its map keys are strings); the fallback is never taken.
-    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
 }
 
 /// Decodes one object the host returned from `call`.
