@@ -11,6 +11,7 @@
 
 pub mod journal;
 pub mod memory;
+pub mod names;
 pub mod selector;
 pub mod text;
 
@@ -47,8 +48,11 @@ pub enum IdentityError {
     #[error("the object has no `{0}`")]
     Missing(&'static str),
     /// `apiVersion` has more than one `/`.
-    #[error("the object's apiVersion `{0}` is not `version` or `group/version`")]
-    BadApiVersion(String),
+    #[error("the object's apiVersion {0} is not `version` or `group/version`")]
+    BadApiVersion(names::Quoted),
+    /// A part of the identity breaks its grammar (see [`names`]).
+    #[error(transparent)]
+    Invalid(#[from] names::NameError),
 }
 
 impl ObjectRef {
@@ -61,8 +65,29 @@ impl ObjectRef {
         }
     }
 
+    /// A reference a plugin gave (a WIT `object-ref`), each part checked by its grammar
+    /// ([`names`]); `field` names the record in errors (`target`, `regarding`).
+    pub fn checked(
+        field: &str,
+        kind: GroupVersionKind,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Self, names::NameError> {
+        names::check_gvk(
+            &format!("{field}.kind"),
+            &kind.group,
+            &kind.version,
+            &kind.kind,
+        )?;
+        if let Some(ns) = &namespace {
+            names::check_namespace(&format!("{field}.namespace"), ns)?;
+        }
+        names::check_name(&format!("{field}.name"), &name)?;
+        Ok(Self::new(kind, namespace, name))
+    }
+
     /// Identifies an object by its `apiVersion`, `kind`, `metadata.namespace` and
-    /// `metadata.name`.
+    /// `metadata.name`, each checked by its grammar ([`names`]); an empty namespace is none.
     pub fn of(object: &Value) -> Result<Self, IdentityError> {
         fn text<'a>(v: Option<&'a Value>, field: &'static str) -> Result<&'a str, IdentityError> {
             v.and_then(Value::as_str)
@@ -76,10 +101,25 @@ impl ObjectRef {
         let name = text(metadata.and_then(|m| m.get("name")), "metadata.name")?;
         let namespace = metadata
             .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
-        Ok(Self::new(gvk_of(api_version, kind)?, namespace, name))
+            .and_then(Value::as_str);
+        Self::identified(api_version, kind, namespace, name)
+    }
+
+    /// The reference an object's identity fields name, each checked by its grammar: the one
+    /// rule behind [`ObjectRef::of`] and [`ObjectText::parse`].
+    pub(crate) fn identified(
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Self, IdentityError> {
+        let kind = gvk_of(api_version, kind)?;
+        let namespace = namespace.filter(|s| !s.is_empty());
+        if let Some(ns) = namespace {
+            names::check_namespace("metadata.namespace", ns)?;
+        }
+        names::check_name("metadata.name", name)?;
+        Ok(Self::new(kind, namespace.map(str::to_owned), name))
     }
 
     /// `apiVersion` of the referenced kind (`v1`, `apps/v1`).
@@ -88,15 +128,18 @@ impl ObjectRef {
     }
 }
 
-/// Splits an `apiVersion` into group and version.
+/// Splits an `apiVersion` into group and version, and checks them and `kind` by their
+/// grammars.
 pub fn gvk_of(api_version: &str, kind: &str) -> Result<GroupVersionKind, IdentityError> {
-    match api_version.split_once('/') {
-        None => Ok(GroupVersionKind::gvk("", api_version, kind)),
-        Some((group, version)) if !version.contains('/') && !group.is_empty() => {
-            Ok(GroupVersionKind::gvk(group, version, kind))
-        }
-        Some(_) => Err(IdentityError::BadApiVersion(api_version.to_owned())),
-    }
+    let (group, version) = match api_version.split_once('/') {
+        None => ("", api_version),
+        Some((group, version)) if !version.contains('/') && !group.is_empty() => (group, version),
+        Some(_) => return Err(IdentityError::BadApiVersion(names::quote(api_version))),
+    };
+    names::check_group("apiVersion's group", group)?;
+    names::check_version("apiVersion's version", version)?;
+    names::check_kind("kind", kind)?;
+    Ok(GroupVersionKind::gvk(group, version, kind))
 }
 
 impl fmt::Display for ObjectRef {

@@ -16,9 +16,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use self::leader::LeaderElection;
-use self::raw::{RawConfig, RawGrant, RawPluginSettings, RawQuantity};
+use self::raw::{RawConfig, RawGrant, RawKind, RawPluginSettings, RawQuantity};
 use self::units::{UnitError, parse_duration, parse_quantity};
 use crate::plugin::{Permission, PluginName, PluginNameError, Verb};
+use crate::policy::SensitiveKinds;
 use crate::runtime::Limits;
 use crate::source::Source;
 
@@ -126,6 +127,8 @@ pub struct Config {
     pub orphaned_finalizer_grace: Duration,
     /// Kubeconfig to use instead of the inferred one (in-cluster or `KUBECONFIG`).
     pub kubeconfig: Option<PathBuf>,
+    /// The operator's sensitive kinds, added to the built-in ones.
+    sensitive_kinds: Vec<(String, String)>,
     defaults: PluginSettings,
     plugins: BTreeMap<PluginName, PluginSettings>,
 }
@@ -293,6 +296,12 @@ impl Config {
             Some(le) if le.enabled.unwrap_or(false) => Some(leader::validate(le, &namespace)?),
             _ => None,
         };
+        let sensitive_kinds = raw
+            .sensitive_kinds
+            .iter()
+            .enumerate()
+            .map(|(i, k)| sensitive_kind(&format!("sensitiveKinds[{i}]"), k))
+            .collect::<Result<Vec<_>, _>>()?;
         let raw_defaults = raw.defaults.unwrap_or_default();
         let defaults = settings("defaults", &raw_defaults, &RawPluginSettings::default())?;
         let mut plugins = BTreeMap::new();
@@ -321,9 +330,20 @@ impl Config {
             namespace,
             orphaned_finalizer_grace,
             kubeconfig,
+            sensitive_kinds,
             defaults,
             plugins,
         })
+    }
+
+    /// The kinds whose implied verbs need explicit grants: the built-in ones and the
+    /// operator's (`sensitiveKinds`).
+    pub fn sensitive_kinds(&self) -> SensitiveKinds {
+        self.sensitive_kinds
+            .iter()
+            .fold(SensitiveKinds::builtin(), |all, (g, k)| {
+                all.with(g.clone(), k.clone())
+            })
     }
 
     /// The settings of the plugin named `name`: its own entry, or the defaults.
@@ -540,6 +560,18 @@ fn settings(
         // was serving.
         rollback: raw.rollback.or(defaults.rollback).unwrap_or(true),
     })
+}
+
+fn sensitive_kind(at: &str, raw: &RawKind) -> Result<(String, String), ConfigError> {
+    if let Err(e) = crate::cluster::names::check_group(&format!("{at}.group"), &raw.group)
+        .and_then(|()| crate::cluster::names::check_kind(&format!("{at}.kind"), &raw.kind))
+    {
+        return Err(value_error(
+            e.field.clone(),
+            format!("{} {}", e.value, e.problem),
+        ));
+    }
+    Ok((raw.group.clone(), raw.kind.clone()))
 }
 
 fn grant(at: &str, raw: &RawGrant) -> Result<Permission, ConfigError> {

@@ -31,7 +31,9 @@ use crate::leader::{self, Elector, LeaderError};
 use crate::metrics::Metrics;
 use crate::orphans::Orphans;
 use crate::plugin::{Permission, PluginInfo, PluginName, Verb};
-use crate::policy::{Grants, Policy, kind_label};
+use crate::policy::{
+    Grants, OWNED_VERBS, PRIMARY_VERBS, Policy, SensitiveKinds, WATCHED_VERBS, kind_label,
+};
 use crate::registry::Registry;
 use crate::runtime::Runtime;
 use crate::source::Source;
@@ -93,6 +95,26 @@ pub enum HostError {
 /// Why one plugin was left out.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginRefused {
+    /// A kind the plugin declares is sensitive, and the operator granted nothing on it.
+    #[error(
+        "plugin `{plugin}` {role} {kind}, a sensitive kind: what that implies ({verbs}) needs \
+         an explicit grant; add `{{group: \"{group}\", kind: {kind_name}, verbs: [{verbs}]}}` \
+         (or the verbs it needs) under `plugins.{plugin}.grants`"
+    )]
+    SensitiveKind {
+        /// The plugin.
+        plugin: PluginName,
+        /// How it declares the kind: `reconciles`, `owns` or `watches`.
+        role: &'static str,
+        /// `group/Kind`.
+        kind: String,
+        /// The group alone.
+        group: String,
+        /// The kind alone.
+        kind_name: String,
+        /// The verbs the declaration implies, comma-separated.
+        verbs: String,
+    },
     /// The host config does not grant a permission the plugin asks for.
     #[error(
         "plugin `{plugin}` asks for {verbs} on {kind}{where_}, which the host config does not \
@@ -111,15 +133,26 @@ pub enum PluginRefused {
 }
 
 /// Checks the permissions a plugin asks for (beyond its kinds) against the operator's grants:
-/// each asked verb must be granted for the same kind, in every namespace it asks for.
-pub fn check_grants(info: &PluginInfo, settings: &PluginSettings) -> Result<(), PluginRefused> {
-    // What the plugin's own kinds imply needs no grant (a plugin may restate it).
+/// each asked verb must be granted for the same kind, in every namespace it asks for. A
+/// primary, owned or watched kind that is sensitive needs an explicit grant of its own (its
+/// kinds imply nothing there), or the plugin is refused.
+pub fn check_grants(
+    info: &PluginInfo,
+    settings: &PluginSettings,
+    sensitive: &SensitiveKinds,
+) -> Result<(), PluginRefused> {
+    check_sensitive(info, settings, sensitive)?;
+    // What the plugin's own kinds imply needs no grant (a plugin may restate it); on a
+    // sensitive kind they imply nothing.
     let implied = Grants::new(
         &PluginInfo {
             permissions: Vec::new(),
             ..info.clone()
         },
-        &Policy::default(),
+        &Policy {
+            sensitive: sensitive.clone(),
+            ..Policy::default()
+        },
     )
     .ok();
     for asked in &info.permissions {
@@ -141,9 +174,9 @@ pub fn check_grants(info: &PluginInfo, settings: &PluginSettings) -> Result<(), 
         };
         for ns in namespaces {
             let is_implied = |verb: Verb| {
-                implied.as_ref().is_some_and(|g| {
-                    g.check(verb, &asked.group, &asked.kind, ns.map(String::as_str))
-                        .is_ok()
+                implied.as_ref().is_some_and(|g| match ns {
+                    Some(ns) => g.check(verb, &asked.group, &asked.kind, Some(ns)).is_ok(),
+                    None => g.covers_everywhere(verb, &asked.group, &asked.kind),
                 })
             };
             let missing: Vec<String> = asked
@@ -162,6 +195,46 @@ pub fn check_grants(info: &PluginInfo, settings: &PluginSettings) -> Result<(), 
                         .unwrap_or_default(),
                 });
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a plugin that declares a sensitive kind the operator granted nothing on.
+fn check_sensitive(
+    info: &PluginInfo,
+    settings: &PluginSettings,
+    sensitive: &SensitiveKinds,
+) -> Result<(), PluginRefused> {
+    let declared = std::iter::once(("reconciles", &info.primary, PRIMARY_VERBS.as_slice()))
+        .chain(
+            info.owns
+                .iter()
+                .map(|k| ("owns", k, OWNED_VERBS.as_slice())),
+        )
+        .chain(
+            info.watches
+                .iter()
+                .map(|w| ("watches", &w.kind, WATCHED_VERBS.as_slice())),
+        );
+    for (role, kind, verbs) in declared {
+        let granted = settings
+            .grants
+            .iter()
+            .any(|g| g.group == kind.group && g.kind == kind.kind);
+        if sensitive.contains(&kind.group, &kind.kind) && !granted {
+            return Err(PluginRefused::SensitiveKind {
+                plugin: info.name.clone(),
+                role,
+                kind: kind_label(&kind.group, &kind.kind),
+                group: kind.group.clone(),
+                kind_name: kind.kind.clone(),
+                verbs: verbs
+                    .iter()
+                    .map(Verb::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
         }
     }
     Ok(())
@@ -369,10 +442,59 @@ mod tests {
         s
     }
 
+    fn builtin() -> SensitiveKinds {
+        SensitiveKinds::builtin()
+    }
+
+    #[test]
+    fn a_sensitive_owned_kind_needs_an_explicit_grant_and_the_refusal_names_it() {
+        let mut i = info(vec![]);
+        i.owns = vec![GroupVersionKind::gvk("", "v1", "Secret")];
+        let err = check_grants(&i, &settings(vec![]), &builtin()).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "plugin `db` owns core/Secret, a sensitive kind: what that implies (get, list, \
+             create, patch, apply, delete) needs an explicit grant; add `{group: \"\", kind: \
+             Secret, verbs: [get, list, create, patch, apply, delete]}` (or the verbs it needs) \
+             under `plugins.db.grants`"
+        );
+        check_grants(&i, &settings(vec![perm(&[Verb::Get], &[])]), &builtin())
+            .expect("granted explicitly");
+        i.owns = vec![GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+        )];
+        let err = check_grants(&i, &settings(vec![]), &builtin()).expect_err("RBAC");
+        assert!(
+            err.to_string()
+                .contains("rbac.authorization.k8s.io/ClusterRoleBinding"),
+            "{err}"
+        );
+        let mut watching = info(vec![]);
+        watching.watches = vec![crate::plugin::Watch {
+            kind: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            selector: None,
+            mapping: crate::plugin::Mapping::All,
+        }];
+        check_grants(&watching, &settings(vec![]), &builtin()).expect("not sensitive");
+        let err = check_grants(
+            &watching,
+            &settings(vec![]),
+            &builtin().with("", "ConfigMap"),
+        )
+        .expect_err("the operator's own sensitive kind");
+        assert!(err.to_string().contains("watches core/ConfigMap"), "{err}");
+    }
+
     #[test]
     fn asked_permission_needs_an_operator_grant() {
-        let err = check_grants(&info(vec![perm(&[Verb::Get], &[])]), &settings(vec![]))
-            .expect_err("refused");
+        let err = check_grants(
+            &info(vec![perm(&[Verb::Get], &[])]),
+            &settings(vec![]),
+            &builtin(),
+        )
+        .expect_err("refused");
         assert_eq!(
             err.to_string(),
             "plugin `db` asks for get on core/Secret, which the host config does not grant; \
@@ -381,6 +503,7 @@ mod tests {
         check_grants(
             &info(vec![perm(&[Verb::Get], &[])]),
             &settings(vec![perm(&[Verb::Get, Verb::List], &[])]),
+            &builtin(),
         )
         .expect("granted");
     }
@@ -393,18 +516,29 @@ mod tests {
             verbs: [Verb::PatchStatus].into(),
             namespaces: vec![],
         }]);
-        check_grants(&i, &settings(vec![])).expect("implied by the primary kind");
+        check_grants(&i, &settings(vec![]), &builtin()).expect("implied by the primary kind");
         i.permissions[0].verbs.insert(Verb::Delete);
-        check_grants(&i, &settings(vec![]))
+        check_grants(&i, &settings(vec![]), &builtin())
             .expect_err("delete is not implied for the primary kind");
     }
 
     #[test]
     fn namespaced_grant_covers_only_its_namespaces() {
         let granted = settings(vec![perm(&[Verb::Get], &["a"])]);
-        check_grants(&info(vec![perm(&[Verb::Get], &["a"])]), &granted).expect("in a");
-        let err = check_grants(&info(vec![perm(&[Verb::Get], &["b"])]), &granted).expect_err("b");
+        check_grants(
+            &info(vec![perm(&[Verb::Get], &["a"])]),
+            &granted,
+            &builtin(),
+        )
+        .expect("in a");
+        let err = check_grants(
+            &info(vec![perm(&[Verb::Get], &["b"])]),
+            &granted,
+            &builtin(),
+        )
+        .expect_err("b");
         assert!(err.to_string().contains("in namespace `b`"), "{err}");
-        check_grants(&info(vec![perm(&[Verb::Get], &[])]), &granted).expect_err("everywhere");
+        check_grants(&info(vec![perm(&[Verb::Get], &[])]), &granted, &builtin())
+            .expect_err("everywhere");
     }
 }

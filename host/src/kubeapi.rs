@@ -175,6 +175,11 @@ impl KubeCluster {
     }
 }
 
+/// Whether `status` is the API server's 404 for the object `name` itself.
+fn is_gone(status: &kube::core::Status, name: &str) -> bool {
+    status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == name)
+}
+
 fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
     serde_json::to_value(obj)
         .map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
@@ -322,10 +327,16 @@ impl Cluster for KubeCluster {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
         let params = DeleteParams::background();
-        match retrying("delete", || api.delete(&target.name, &params)).await {
-            Ok(_) | Err(ClusterError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        // Deleting an object that is already gone succeeds (the WIT promises it), but only a
+        // 404 that names this very object says so: any other 404 (a kind no longer served, a
+        // path the server does not route) is reported as the `not-found` it is.
+        retrying("delete", || async {
+            match api.delete(&target.name, &params).await {
+                Err(kube::Error::Api(status)) if is_gone(&status, &target.name) => Ok(()),
+                other => other.map(drop),
+            }
+        })
+        .await
     }
 
     async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {

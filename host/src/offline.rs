@@ -227,6 +227,7 @@ impl Harness {
         let runtime = Runtime::new(offline_runtime_config())?;
         let options = LoadOptions {
             config,
+            policy: crate::policy::Policy::declared(),
             ..LoadOptions::default()
         };
         Self::load_on(&runtime, path, options).await

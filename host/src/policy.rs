@@ -3,21 +3,135 @@
 //! [`Denial`], which the guest sees as `kube-error::denied` and the operator as a typed outcome.
 //!
 //! Kinds are matched by group and kind, not version: `apps/v1` and `apps/v1beta1` Deployments
-//! are the same objects to the API server.
+//! are the same objects to the API server, so every spelling of one resource passes or fails
+//! the same check. That holds because every part of a kind a plugin names is checked by its
+//! grammar first ([`crate::cluster::names`]: no version can carry a path), and discovery
+//! resolves a kind only to the resource of exactly that group, version and kind.
+//!
+//! # Implied grants and what they never cover
+//! A plugin's primary, owned and watched kinds imply verbs on them (see [`Grants::new`]).
+//! They imply nothing on a **sensitive kind** ([`SensitiveKinds`]: Secrets, ServiceAccounts,
+//! RBAC, admission and CRD configuration, Nodes, and whatever the operator adds): there only
+//! the operator's explicit grants count, and the host refuses at load a plugin that declares
+//! one with no grant for it. Nor do they cover **writes to cluster-scoped objects**: a write
+//! without a namespace is allowed only by an explicit grant of that verb on that kind.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::plugin::{PluginInfo, Verb};
+use crate::plugin::{Permission, PluginInfo, Verb};
 
 /// The operator's policy for one plugin.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// The namespaces the plugin may touch; `None` means all. Cluster-scoped objects (no
     /// namespace) are not confined by this.
     pub namespaces: Option<BTreeSet<String>>,
     /// Whether the plugin gets the permissions it asks for beyond those its kinds imply.
     pub extra_permissions: ExtraPermissions,
+    /// What the operator granted explicitly (`plugins.<name>.grants`): the only source of
+    /// verbs on sensitive kinds and of writes to cluster-scoped objects.
+    pub explicit: Vec<Permission>,
+    /// Kinds whose implied verbs need an explicit grant.
+    pub sensitive: SensitiveKinds,
+    /// Whether implied verbs cover writes to cluster-scoped objects.
+    pub implied_cluster_writes: bool,
+}
+
+impl Default for Policy {
+    /// The host's policy with nothing granted explicitly: the built-in sensitive kinds, no
+    /// implied cluster-scoped writes.
+    fn default() -> Self {
+        Self {
+            namespaces: None,
+            extra_permissions: ExtraPermissions::Grant,
+            explicit: Vec::new(),
+            sensitive: SensitiveKinds::builtin(),
+            implied_cluster_writes: false,
+        }
+    }
+}
+
+impl Policy {
+    /// What a plugin author's own runs use (`wasmop test`, a plugin crate's tests): the plugin
+    /// gets what it declares, sensitive kinds and cluster-scoped writes included, because there
+    /// is no operator to grant them and no cluster to protect. A host never runs plugins so.
+    pub fn declared() -> Self {
+        Self {
+            sensitive: SensitiveKinds::default(),
+            implied_cluster_writes: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// Kinds that implied grants never cover, by `(group, kind)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SensitiveKinds(BTreeSet<(String, String)>);
+
+/// The built-in sensitive kinds, and why each: reading or writing them is a way to more
+/// authority than the plugin's own kinds give.
+const BUILTIN_SENSITIVE: &[(&str, &str)] = &[
+    // Credentials: tokens, keys, passwords (a token Secret is also how to mint a token).
+    ("", "Secret"),
+    // Identities whose tokens a pod can be given.
+    ("", "ServiceAccount"),
+    // The machines themselves: labels and taints steer workloads, status is trusted.
+    ("", "Node"),
+    // Who may do what: any write here is privilege escalation.
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    // What the API server lets through and rewrites.
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+    ),
+    ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingAdmissionPolicyBinding",
+    ),
+    // Which APIs exist and who serves them.
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("apiregistration.k8s.io", "APIService"),
+    // Certificates the cluster signs.
+    ("certificates.k8s.io", "CertificateSigningRequest"),
+];
+
+impl SensitiveKinds {
+    /// The built-in list (Secrets, ServiceAccounts, Nodes, RBAC, admission configuration,
+    /// CRDs, APIServices, CertificateSigningRequests).
+    pub fn builtin() -> Self {
+        Self(
+            BUILTIN_SENSITIVE
+                .iter()
+                .map(|(g, k)| ((*g).to_owned(), (*k).to_owned()))
+                .collect(),
+        )
+    }
+
+    /// The same list with `(group, kind)` added (the operator's own).
+    #[must_use]
+    pub fn with(mut self, group: impl Into<String>, kind: impl Into<String>) -> Self {
+        self.0.insert((group.into(), kind.into()));
+        self
+    }
+
+    /// Whether `group/kind` is sensitive.
+    pub fn contains(&self, group: &str, kind: &str) -> bool {
+        self.0.iter().any(|(g, k)| g == group && k == kind)
+    }
 }
 
 /// What happens to the permissions a plugin asks for beyond its kinds.
@@ -89,6 +203,29 @@ struct KindGrant {
     everywhere: BTreeSet<Verb>,
     /// Verbs granted only in named namespaces.
     in_namespaces: BTreeMap<String, BTreeSet<Verb>>,
+    /// Write verbs allowed on cluster-scoped objects (no namespace): explicit grants only,
+    /// unless the policy lets implied verbs cover them.
+    cluster_writes: BTreeSet<Verb>,
+}
+
+impl KindGrant {
+    fn add(&mut self, verbs: impl IntoIterator<Item = Verb> + Clone, namespaces: &[String]) {
+        if namespaces.is_empty() {
+            self.everywhere.extend(verbs);
+        } else {
+            for ns in namespaces {
+                self.in_namespaces
+                    .entry(ns.clone())
+                    .or_default()
+                    .extend(verbs.clone());
+            }
+        }
+    }
+}
+
+/// Whether `verb` changes an object (and so, without a namespace, a cluster-scoped one).
+fn is_write(verb: Verb) -> bool {
+    !matches!(verb, Verb::Get | Verb::List)
 }
 
 /// The verbs a plugin holds, per kind. Built once per plugin version.
@@ -98,14 +235,16 @@ pub struct Grants {
     namespaces: Option<BTreeSet<String>>,
 }
 
-const PRIMARY_VERBS: [Verb; 5] = [
+/// What a plugin's primary kind implies.
+pub const PRIMARY_VERBS: [Verb; 5] = [
     Verb::Get,
     Verb::List,
     Verb::Patch,
     Verb::Apply,
     Verb::PatchStatus,
 ];
-const OWNED_VERBS: [Verb; 6] = [
+/// What an owned kind implies.
+pub const OWNED_VERBS: [Verb; 6] = [
     Verb::Get,
     Verb::List,
     Verb::Create,
@@ -113,7 +252,8 @@ const OWNED_VERBS: [Verb; 6] = [
     Verb::Apply,
     Verb::Delete,
 ];
-const WATCHED_VERBS: [Verb; 2] = [Verb::Get, Verb::List];
+/// What a watched kind implies.
+pub const WATCHED_VERBS: [Verb; 2] = [Verb::Get, Verb::List];
 
 impl Grants {
     /// No grants at all (for `describe`, which must not call the host).
@@ -129,19 +269,35 @@ impl Grants {
     /// permissions are granted as the policy says.
     pub fn new(info: &PluginInfo, policy: &Policy) -> Result<Self, PolicyError> {
         let mut kinds: BTreeMap<(String, String), KindGrant> = BTreeMap::new();
-        let mut grant = |group: &str, kind: &str, verbs: &[Verb]| {
-            kinds
+        let mut implied = |group: &str, kind: &str, verbs: &[Verb]| {
+            let entry = kinds
                 .entry((group.to_owned(), kind.to_owned()))
-                .or_default()
-                .everywhere
-                .extend(verbs.iter().copied());
+                .or_default();
+            if !policy.sensitive.contains(group, kind) {
+                entry.everywhere.extend(verbs.iter().copied());
+                if policy.implied_cluster_writes {
+                    entry
+                        .cluster_writes
+                        .extend(verbs.iter().copied().filter(|v| is_write(*v)));
+                }
+                return;
+            }
+            // A sensitive kind: only what the operator granted explicitly, where it did.
+            for p in policy
+                .explicit
+                .iter()
+                .filter(|p| p.group == group && p.kind == kind)
+            {
+                let verbs = verbs.iter().copied().filter(|v| p.verbs.contains(v));
+                entry.add(verbs, &p.namespaces);
+            }
         };
-        grant(&info.primary.group, &info.primary.kind, &PRIMARY_VERBS);
+        implied(&info.primary.group, &info.primary.kind, &PRIMARY_VERBS);
         for owned in &info.owns {
-            grant(&owned.group, &owned.kind, &OWNED_VERBS);
+            implied(&owned.group, &owned.kind, &OWNED_VERBS);
         }
         for watch in &info.watches {
-            grant(&watch.kind.group, &watch.kind.kind, &WATCHED_VERBS);
+            implied(&watch.kind.group, &watch.kind.kind, &WATCHED_VERBS);
         }
         for p in &info.permissions {
             if p.kind.contains('*') || p.group.contains('*') {
@@ -163,22 +319,34 @@ impl Grants {
                 });
             }
             let entry = kinds.entry((p.group.clone(), p.kind.clone())).or_default();
-            if p.namespaces.is_empty() {
-                entry.everywhere.extend(p.verbs.iter().copied());
-            } else {
-                for ns in &p.namespaces {
-                    entry
-                        .in_namespaces
-                        .entry(ns.clone())
-                        .or_default()
-                        .extend(p.verbs.iter().copied());
-                }
+            entry.add(p.verbs.iter().copied(), &p.namespaces);
+            if policy.implied_cluster_writes && p.namespaces.is_empty() {
+                entry
+                    .cluster_writes
+                    .extend(p.verbs.iter().copied().filter(|v| is_write(*v)));
+            }
+        }
+        // Cluster-scoped writes: what the operator granted in no particular namespace, on the
+        // kinds the plugin declares.
+        for p in policy.explicit.iter().filter(|p| p.namespaces.is_empty()) {
+            if let Some(entry) = kinds.get_mut(&(p.group.clone(), p.kind.clone())) {
+                entry
+                    .cluster_writes
+                    .extend(p.verbs.iter().copied().filter(|v| is_write(*v)));
             }
         }
         Ok(Self {
             kinds,
             namespaces: policy.namespaces.clone(),
         })
+    }
+
+    /// Whether `verb` on `group/kind` is granted in every namespace (not counting writes to
+    /// cluster-scoped objects, which [`check`](Self::check) judges on their own).
+    pub fn covers_everywhere(&self, verb: Verb, group: &str, kind: &str) -> bool {
+        self.kinds
+            .iter()
+            .any(|((g, k), grant)| g == group && k == kind && grant.everywhere.contains(&verb))
     }
 
     /// Checks one call. `namespace` is `None` for cluster-scoped objects and for lists across
@@ -215,6 +383,13 @@ impl Grants {
             return Err(deny(format!(
                 "the policy confines the plugin to namespaces {}",
                 allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        if namespace.is_none() && is_write(verb) && !grant.cluster_writes.contains(&verb) {
+            return Err(deny(format!(
+                "a {verb} without a namespace writes a cluster-scoped object, which only an \
+                 explicit grant allows (`{{group: \"{group}\", kind: {kind}, verbs: [{verb}]}}` \
+                 under the plugin's `grants` in the host config)"
             )));
         }
         if grant.everywhere.contains(&verb) {
@@ -357,5 +532,67 @@ mod tests {
             .check(Verb::Get, "", "ConfigMap", Some("team-b"))
             .expect_err("outside");
         assert!(err.to_string().contains("confines"), "{err}");
+    }
+
+    #[test]
+    fn owned_sensitive_kinds_get_only_what_the_operator_granted() {
+        let mut i = info(vec![]);
+        i.owns.push(GroupVersionKind::gvk("", "v1", "Secret"));
+        let g = Grants::new(&i, &Policy::default()).expect("grants");
+        for verb in OWNED_VERBS {
+            g.check(verb, "", "Secret", Some("a"))
+                .expect_err("implied nothing");
+        }
+        let policy = Policy {
+            explicit: vec![secret_read(vec!["db".into()])],
+            ..Policy::default()
+        };
+        let g = Grants::new(&i, &policy).expect("grants");
+        g.check(Verb::Get, "", "Secret", Some("db"))
+            .expect("granted get in db");
+        g.check(Verb::Get, "", "Secret", Some("web"))
+            .expect_err("only in db");
+        g.check(Verb::List, "", "Secret", Some("db"))
+            .expect_err("list not granted");
+        // A plugin author's own runs get what the plugin declares.
+        let g = Grants::new(&i, &Policy::declared()).expect("grants");
+        g.check(Verb::Delete, "", "Secret", Some("a"))
+            .expect("declared");
+    }
+
+    #[test]
+    fn writes_without_a_namespace_need_an_explicit_grant() {
+        let mut i = info(vec![]);
+        i.owns
+            .push(GroupVersionKind::gvk("", "v1", "PersistentVolume"));
+        let g = Grants::new(&i, &Policy::default()).expect("grants");
+        g.check(Verb::Get, "", "PersistentVolume", None)
+            .expect("reads are implied");
+        let err = g
+            .check(Verb::Apply, "", "PersistentVolume", None)
+            .expect_err("cluster-scoped write");
+        assert!(
+            err.to_string().contains("only an explicit grant allows"),
+            "{err}"
+        );
+        g.check(Verb::Apply, "", "ConfigMap", Some("a"))
+            .expect("namespaced write");
+        let policy = Policy {
+            explicit: vec![Permission {
+                group: String::new(),
+                kind: "PersistentVolume".into(),
+                verbs: [Verb::Apply].into(),
+                namespaces: vec![],
+            }],
+            ..Policy::default()
+        };
+        let g = Grants::new(&i, &policy).expect("grants");
+        g.check(Verb::Apply, "", "PersistentVolume", None)
+            .expect("granted");
+        g.check(Verb::Delete, "", "PersistentVolume", None)
+            .expect_err("only apply");
+        let g = Grants::new(&i, &Policy::declared()).expect("grants");
+        g.check(Verb::Delete, "", "PersistentVolume", None)
+            .expect("declared");
     }
 }

@@ -531,7 +531,7 @@ impl Registry {
         })?;
         let name = probe.info().name.clone();
         let settings = self.config.plugin(&name).clone();
-        check_grants(probe.info(), &settings).map_err(|error| {
+        check_grants(probe.info(), &settings, &self.config.sensitive_kinds()).map_err(|error| {
             let rejection = Rejection::Refused {
                 key: key(),
                 location: source(),
@@ -543,6 +543,9 @@ impl Registry {
             policy: Policy {
                 namespaces: settings.namespaces.clone(),
                 extra_permissions: ExtraPermissions::Grant,
+                explicit: settings.grants.clone(),
+                sensitive: self.config.sensitive_kinds(),
+                implied_cluster_writes: false,
             },
             config: settings.config.clone(),
             limits: Some(settings.limits.clone()),

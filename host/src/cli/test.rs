@@ -68,8 +68,10 @@ pub async fn run(raw: RawTest) -> anyhow::Result<Exit> {
     }
     let rt_config = raw.runtime.apply(offline_runtime_config());
     let runtime = Runtime::new(rt_config).context("cannot start the plugin runtime")?;
+    // The plugin gets what it declares: an author's run has no operator to grant more.
     let options = LoadOptions {
         config,
+        policy: crate::policy::Policy::declared(),
         ..LoadOptions::default()
     };
     let harness = Harness::load_on(&runtime, &raw.file, options).await?;

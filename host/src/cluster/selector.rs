@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 /// Why a label selector does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("label selector `{selector}` is invalid: {reason}")]
+#[error("label selector {selector} is invalid: {reason}")]
 pub struct SelectorError {
-    selector: String,
+    /// The selector, escaped and cut: it may come from a plugin.
+    selector: super::names::Quoted,
     reason: &'static str,
 }
 
@@ -29,7 +30,7 @@ impl LabelSelector {
     /// Parses Kubernetes label-selector syntax.
     pub fn parse(selector: &str) -> Result<Self, SelectorError> {
         let fail = |reason| SelectorError {
-            selector: selector.to_owned(),
+            selector: super::names::quote(selector),
             reason,
         };
         let mut requirements = Vec::new();

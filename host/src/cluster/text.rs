@@ -13,7 +13,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{IdentityError, ObjectRef, Patch, gvk_of};
+use super::{IdentityError, ObjectRef, Patch};
 
 /// Well-formed JSON text, sent on as it is (its `Serialize` writes the text verbatim).
 pub type Json = Box<RawValue>;
@@ -187,8 +187,7 @@ impl Identity<'_> {
         let api_version = given(&api_version, "apiVersion")?;
         let kind = given(&kind, "kind")?;
         let name = given(&name, "metadata.name")?;
-        let namespace = namespace.filter(|s| !s.is_empty()).map(Cow::into_owned);
-        Ok(ObjectRef::new(gvk_of(api_version, kind)?, namespace, name))
+        ObjectRef::identified(api_version, kind, namespace.as_deref(), name)
     }
 }
 

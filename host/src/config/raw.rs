@@ -43,6 +43,10 @@
 //! namespace: wasmop-system
 //! # How long a recorded plugin may be missing before its finalizers are released (default 10m).
 //! orphanedFinalizerGrace: 10m
+//! # Kinds whose implied verbs need an explicit grant, beyond the built-in ones (Secret,
+//! # ServiceAccount, Node, RBAC, admission configuration, CRDs, APIService, CSRs).
+//! sensitiveKinds:
+//!   - {group: "", kind: Pod}
 //! # Settings every plugin gets unless its own entry says otherwise.
 //! defaults:
 //!   memory: 64Mi
@@ -105,6 +109,9 @@ pub struct RawConfig {
     pub namespace: Option<String>,
     /// Grace period before a missing plugin's finalizers are released.
     pub orphaned_finalizer_grace: Option<String>,
+    /// Kinds added to the built-in sensitive kinds, whose implied verbs need explicit grants.
+    #[serde(default)]
+    pub sensitive_kinds: Vec<RawKind>,
     /// Settings for every plugin.
     pub defaults: Option<RawPluginSettings>,
     /// Settings per plugin name.
@@ -182,6 +189,17 @@ pub enum RawQuantity {
     Bytes(u64),
     /// `64Mi` and friends.
     Text(String),
+}
+
+/// A kind named by group and kind.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawKind {
+    /// API group, `""` for core.
+    #[serde(default)]
+    pub group: String,
+    /// The kind.
+    pub kind: String,
 }
 
 /// One granted permission.

@@ -58,6 +58,18 @@ impl Resolver {
                 }
                 other => other,
             })?;
+        // Discovery matches the kind exactly within the group and version it was asked for;
+        // checked again here, because the grant check was made on the kind as asked, and a
+        // resource that answered to another name would pass a check made for a different one.
+        if resource.group != gvk.group
+            || resource.version != gvk.version
+            || resource.kind != gvk.kind
+        {
+            return Err(ClusterError::NotFound(format!(
+                "the API server serves {}/{} {} as {} {}, not as asked",
+                gvk.group, gvk.version, gvk.kind, resource.api_version, resource.kind
+            )));
+        }
         let resolved = Resolved {
             resource,
             namespaced: caps.scope == Scope::Namespaced,

@@ -9,7 +9,7 @@ mod log;
 
 use super::bindings::wasmop::plugin as wit;
 use super::call::CallState;
-use crate::cluster::{ClusterError, GroupVersionKind, ObjectRef};
+use crate::cluster::{ClusterError, GroupVersionKind, ObjectRef, names};
 
 impl wit::types::Host for CallState {}
 impl wit::plugin_info::Host for CallState {}
@@ -29,12 +29,23 @@ pub fn to_wit_ref(r: &ObjectRef) -> wit::types::ObjectRef {
     }
 }
 
-fn from_wit_gvk(g: wit::types::Gvk) -> GroupVersionKind {
-    GroupVersionKind::gvk(&g.group, &g.version, &g.kind)
+/// A kind the guest passed, each part checked by its grammar; `field` names it in the
+/// `invalid` error (`kind`).
+fn from_wit_gvk(field: &str, g: wit::types::Gvk) -> Result<GroupVersionKind, ClusterError> {
+    names::check_gvk(field, &g.group, &g.version, &g.kind).map_err(invalid)?;
+    Ok(GroupVersionKind::gvk(&g.group, &g.version, &g.kind))
 }
 
-fn from_wit_ref(r: wit::types::ObjectRef) -> ObjectRef {
-    ObjectRef::new(from_wit_gvk(r.kind), r.namespace, r.name)
+/// A reference the guest passed, each part checked by its grammar, so that nothing built from
+/// it (a request path, a grant check, a log line) can name anything but one object; `field`
+/// names it in the `invalid` error (`target`, `regarding`).
+fn from_wit_ref(field: &str, r: wit::types::ObjectRef) -> Result<ObjectRef, ClusterError> {
+    let kind = GroupVersionKind::gvk(&r.kind.group, &r.kind.version, &r.kind.kind);
+    ObjectRef::checked(field, kind, r.namespace, r.name).map_err(invalid)
+}
+
+fn invalid(e: impl std::error::Error) -> ClusterError {
+    ClusterError::Invalid(crate::controller::chain(&e))
 }
 
 /// Bytes the guest passed in a reference (charged against the per-call cap).

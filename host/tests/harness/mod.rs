@@ -74,6 +74,15 @@ pub async fn wait_partway(env: &TestEnv, total: usize) {
     }
 }
 
+/// The user a [`Host::start_broad`] host acts as in `env`: one per test namespace, so the
+/// audit log tells its requests apart from every other test's.
+pub fn broad_user(env: &TestEnv) -> String {
+    format!("wasmop-broad-{}", env.namespace())
+}
+
+/// The user a [`Host::start`] host acts as (the deploy RBAC's ServiceAccount).
+pub const HOST_USER: &str = "system:serviceaccount:wasmop-system:wasmop";
+
 /// Long enough for a reconcile chain on a loaded 2-core machine; a test only waits this long
 /// when it is failing.
 pub const PATIENCE: Duration = Duration::from_secs(120);
@@ -130,6 +139,27 @@ impl Host {
             .kubeconfig_for(&Identity::service_account(HOST_NAMESPACE, HOST_ACCOUNT))
             .await
             .expect("host kubeconfig");
+        Self::start_with_kubeconfig(env, plugins, sources, config, kubeconfig).await
+    }
+
+    /// [`Host::start`] as [`broad_user`]: a member of `system:masters`, whom RBAC lets do
+    /// anything, so that wasmop's own policy is the only barrier between a plugin and the
+    /// cluster. The API server audits its requests under that user name.
+    pub async fn start_broad(env: &TestEnv, plugins: &[&str], config: &str) -> Host {
+        let kubeconfig = env
+            .kubeconfig_for(&Identity::user(broad_user(env), &["system:masters"]))
+            .await
+            .expect("broad host kubeconfig");
+        Self::start_with_kubeconfig(env, plugins, &[], config, kubeconfig).await
+    }
+
+    async fn start_with_kubeconfig(
+        env: &TestEnv,
+        plugins: &[&str],
+        sources: &[&str],
+        config: &str,
+        kubeconfig: PathBuf,
+    ) -> Host {
         let dir = tempfile::tempdir().expect("tempdir");
         let plugin_dir = dir.path().join("plugins");
         tokio::fs::create_dir(&plugin_dir)

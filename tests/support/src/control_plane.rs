@@ -86,6 +86,24 @@ pub enum ControlPlaneError {
     Task(#[source] tokio::task::JoinError),
 }
 
+/// The audit policy the test API server runs with: every request at the Metadata level
+/// except the control plane's own chatter (the controller-manager's controllers, health
+/// probes), whose volume would only slow the reads of tests.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    userGroups: [\"system:serviceaccounts:kube-system\"]
+  - level: None
+    users: [\"system:kube-controller-manager\", \"system:apiserver\"]
+  - level: None
+    nonResourceURLs: [\"/healthz*\", \"/readyz*\", \"/livez*\", \"/version\"]
+  - level: Metadata
+";
+const AUDIT_POLICY_FILE: &str = "audit-policy.yaml";
+const AUDIT_LOG_FILE: &str = "audit.log";
+
 /// Where the running control plane is: what the launcher writes into `state.json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ControlPlaneState {
@@ -173,6 +191,11 @@ impl ControlPlane {
         .map_err(ControlPlaneError::Task)?
     }
 
+    /// The API server's audit log: one JSON line (`audit.k8s.io/v1` Event) per request.
+    pub fn audit_log(&self) -> PathBuf {
+        self.state.dir.join(AUDIT_LOG_FILE)
+    }
+
     /// Where the control plane is.
     pub fn state(&self) -> &ControlPlaneState {
         &self.state
@@ -258,11 +281,28 @@ impl ControlPlane {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         let dir = env::temp_dir().join(format!("wasmop-testenv-{}-{nanos:x}", std::process::id()));
+        // The API server's audit log records every request it receives (at the Metadata
+        // level: who, verb, URI, response code): what tests of the trust boundary read to
+        // prove which requests the host made, and which it never did.
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join(AUDIT_POLICY_FILE), AUDIT_POLICY))
+            .map_err(|source| ControlPlaneError::Spawn {
+                binary: binary.clone(),
+                source,
+            })?;
         let mut cmd = Command::new(&binary);
         cmd.arg("up")
             .arg("--output=json")
             .arg("--dir")
             .arg(&dir)
+            .arg(format!(
+                "--apiserver-arg=--audit-policy-file={}",
+                dir.join(AUDIT_POLICY_FILE).display()
+            ))
+            .arg(format!(
+                "--apiserver-arg=--audit-log-path={}",
+                dir.join(AUDIT_LOG_FILE).display()
+            ))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

@@ -114,6 +114,19 @@ impl TestEnv {
         self.plane.state()
     }
 
+    /// Every request the API server has audited so far that `username` made: each an
+    /// `audit.k8s.io/v1` Event as JSON (`verb`, `requestURI`, `objectRef`,
+    /// `responseStatus.code`, ...). The log is shared by every test of this binary; filter by
+    /// a user only this test acts as.
+    pub fn audited(&self, username: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.plane.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["user"]["username"] == username)
+            .collect()
+    }
+
     /// A kubeconfig for `identity`, minting credentials (a client certificate, or a
     /// ServiceAccount token) as needed.
     ///

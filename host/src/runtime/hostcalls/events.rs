@@ -19,7 +19,10 @@ impl Host for CallState {
     async fn emit(&mut self, e: WitEvent) -> wasmtime::Result<Result<(), KubeError>> {
         let bytes = ref_len(&e.regarding) + e.reason.len() + e.action.len() + e.note.len();
         let cluster = self.host.begin("events.emit", bytes)?;
-        let regarding = from_wit_ref(e.regarding);
+        let regarding = match from_wit_ref("regarding", e.regarding) {
+            Ok(regarding) => regarding,
+            Err(invalid) => return Ok(Err(to_wit_error(invalid))),
+        };
         if let Err(denied) = self.host.authorize_as(
             "emit-event",
             Verb::Get,

@@ -5,6 +5,7 @@
 use super::wit::kube::{Host, PatchBody as WitPatch};
 use super::wit::types::{Gvk, KubeError, ObjectRef as WitObjectRef};
 use super::{from_wit_gvk, from_wit_ref, ref_len, to_wit_error};
+use crate::cluster::names;
 use crate::cluster::text::{PatchKind, TextError, parse_patch as parse_text_patch};
 use crate::cluster::{ClusterError, Json, ObjectRef, ObjectText, Patch};
 use crate::plugin::Verb;
@@ -33,6 +34,25 @@ fn patch_len(body: &WitPatch) -> usize {
             t.len()
         }
     }
+}
+
+/// A `list`'s kind, namespace and selector, each checked by its grammar (the selector parsed
+/// and bounded), before any of them reaches a grant check or a query string.
+fn list_args(
+    kind: Gvk,
+    namespace: Option<&str>,
+    label_selector: Option<&str>,
+) -> Result<crate::cluster::GroupVersionKind, ClusterError> {
+    let kind = from_wit_gvk("kind", kind)?;
+    if let Some(ns) = namespace {
+        names::check_namespace("namespace", ns)
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+    }
+    if let Some(selector) = label_selector {
+        names::check_selector("label-selector", selector)
+            .map_err(|e| ClusterError::Invalid(crate::controller::chain(&e)))?;
+    }
+    Ok(kind)
 }
 
 impl CallState {
@@ -75,7 +95,10 @@ impl CallState {
         status: bool,
     ) -> HostResult<String> {
         let cluster = self.host.begin(call, ref_len(&target) + patch_len(&body))?;
-        let target = from_wit_ref(target);
+        let target = match from_wit_ref("target", target) {
+            Ok(target) => target,
+            Err(e) => return Ok(Err(to_wit_error(e))),
+        };
         let (verb, patch) = match parse_patch(body) {
             Ok(parsed) => parsed,
             Err(e) => return Ok(Err(to_wit_error(e))),
@@ -97,7 +120,10 @@ impl CallState {
 impl Host for CallState {
     async fn get(&mut self, target: WitObjectRef) -> HostResult<String> {
         let cluster = self.host.begin("kube.get", ref_len(&target))?;
-        let target = from_wit_ref(target);
+        let target = match from_wit_ref("target", target) {
+            Ok(target) => target,
+            Err(e) => return Ok(Err(to_wit_error(e))),
+        };
         if let Err(e) = self.authorize_ref(Verb::Get, &target) {
             return Ok(Err(to_wit_error(e)));
         }
@@ -116,7 +142,10 @@ impl Host for CallState {
             + namespace.as_ref().map_or(0, String::len)
             + label_selector.as_ref().map_or(0, String::len);
         let cluster = self.host.begin("kube.list", bytes)?;
-        let kind = from_wit_gvk(kind);
+        let kind = match list_args(kind, namespace.as_deref(), label_selector.as_deref()) {
+            Ok(kind) => kind,
+            Err(e) => return Ok(Err(to_wit_error(e))),
+        };
         if let Err(e) =
             self.host
                 .authorize(Verb::List, &kind.group, &kind.kind, namespace.as_deref())
@@ -148,7 +177,10 @@ impl Host for CallState {
 
     async fn delete(&mut self, target: WitObjectRef) -> HostResult<()> {
         let cluster = self.host.begin("kube.delete", ref_len(&target))?;
-        let target = from_wit_ref(target);
+        let target = match from_wit_ref("target", target) {
+            Ok(target) => target,
+            Err(e) => return Ok(Err(to_wit_error(e))),
+        };
         if let Err(e) = self.authorize_ref(Verb::Delete, &target) {
             return Ok(Err(to_wit_error(e)));
         }

@@ -1,0 +1,259 @@
+//! The trust boundary against the real API server, with the deploy RBAC and with a broad one
+//! (the host in `system:masters`, so that wasmop's own policy is the only barrier): hostile
+//! identifiers are refused by the host, sensitive kinds are refused at load, and the API
+//! server's audit log shows that none of the requests they were built for ever reached it.
+
+mod harness;
+
+use harness::{HOST_USER, Host, PATIENCE, broad_user, fixture, message};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+use wasmop_testenv::TestEnv;
+
+fn targets(env: &TestEnv) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("wasmop.test", "v1", "Target"),
+        "targets",
+    );
+    Api::namespaced_with(env.client(), env.namespace(), &ar)
+}
+
+async fn test_kinds(env: &TestEnv) {
+    env.apply_yaml(&fixture("target-crd.yaml"))
+        .await
+        .expect("Target CRD");
+    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
+        .await
+        .expect("test plugins' RBAC");
+}
+
+async fn create_target(env: &TestEnv, name: &str) {
+    env.apply_yaml(&format!(
+        "apiVersion: wasmop.test/v1\nkind: Target\nmetadata:\n  name: {name}\nspec:\n  value: \"1\"\n"
+    ))
+    .await
+    .expect("Target created");
+}
+
+/// Confines every plugin to the test's namespace, so concurrent tests' hosts do not meet.
+fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
+    let mut text = String::from("resyncPeriod: 0s\nplugins:\n");
+    for p in plugins {
+        text.push_str(&format!(
+            "  {p}:\n    namespaces: [{}]\n{extra}",
+            env.namespace()
+        ));
+    }
+    text
+}
+
+/// Waits until the Target `name` has `status.<field>`, and returns it.
+async fn reported(env: &TestEnv, name: &str, field: &str) -> String {
+    let mut found = String::new();
+    env.wait_for(
+        &targets(env),
+        name,
+        "the plugin's report",
+        PATIENCE,
+        |t| match t.and_then(|t| t.data["status"][field].as_str()) {
+            Some(report) => {
+                found = report.to_owned();
+                true
+            }
+            None => false,
+        },
+    )
+    .await
+    .expect("the plugin reports");
+    found
+}
+
+/// Requests in `audited` whose URI contains any of `needles`, as `VERB URI` lines.
+fn requests_with(audited: &[Value], needles: &[&str]) -> Vec<String> {
+    audited
+        .iter()
+        .filter_map(|e| {
+            let uri = e["requestURI"].as_str()?;
+            let lower = uri.to_ascii_lowercase();
+            needles
+                .iter()
+                .any(|n| lower.contains(n))
+                .then(|| format!("{} {uri}", e["verb"].as_str().unwrap_or("?")))
+        })
+        .collect()
+}
+
+/// What the unsafe-names attacks were built to reach: none of it may appear in a request.
+const ATTACK_TRACES: &[&str] = &[
+    "spoofed",
+    "kube-system",
+    "%2f",
+    "/..",
+    "dryrun",
+    "fieldselector",
+    "/secrets",
+    "victim?",
+    "?x=",
+];
+
+async fn unsafe_names_refused(env: &TestEnv, broad: bool) {
+    test_kinds(env).await;
+    let victim: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    env.apply_yaml("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: victim\ndata:\n  k: v\n")
+        .await
+        .expect("victim");
+    let config = confined(env, &["unsafe-names"], "");
+    let host = if broad {
+        Host::start_broad(env, &["unsafe-names"], &config).await
+    } else {
+        Host::start(env, &["unsafe-names"], &config).await
+    };
+    create_target(env, "t").await;
+    let report = reported(env, "t", "attacks").await;
+    assert_eq!(report.split(' ').count(), 17, "{report}");
+    for entry in report.split(' ') {
+        assert!(entry.ends_with("=invalid"), "{entry} ({report})");
+    }
+    // Nothing reached the objects the attacks aimed at.
+    let cm = victim
+        .get("victim")
+        .await
+        .expect("the victim ConfigMap still exists");
+    assert_eq!(
+        cm.data.unwrap_or_default().get("spoofed"),
+        None,
+        "never patched"
+    );
+    let managers: Vec<_> = cm
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        managers.iter().all(|m| !m.contains("spoofed")),
+        "{managers:?}"
+    );
+    // And the API server never saw a request built from them.
+    let user = if broad {
+        broad_user(env)
+    } else {
+        HOST_USER.to_owned()
+    };
+    let audited = env.audited(&user);
+    assert!(
+        audited.iter().any(|e| e["requestURI"]
+            .as_str()
+            .is_some_and(|u| u.contains("/targets/t/status"))),
+        "the audit log holds the host's requests (its status patch)"
+    );
+    let bad = requests_with(&audited, ATTACK_TRACES);
+    assert!(
+        bad.is_empty(),
+        "requests built from hostile names: {bad:#?}"
+    );
+    let collection_deletes: Vec<_> = audited
+        .iter()
+        .filter(|e| e["verb"] == "deletecollection")
+        .collect();
+    assert!(collection_deletes.is_empty(), "{collection_deletes:#?}");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn hostile_names_are_refused_by_the_host_under_the_deploy_rbac() {
+    let env = TestEnv::start().await.expect("test env");
+    unsafe_names_refused(&env, false).await;
+}
+
+#[tokio::test]
+async fn hostile_names_are_refused_by_the_host_when_rbac_allows_everything() {
+    let env = TestEnv::start().await.expect("test env");
+    unsafe_names_refused(&env, true).await;
+}
+
+#[tokio::test]
+async fn sensitive_owned_kinds_are_refused_at_load_and_granted_only_explicitly() {
+    let env = TestEnv::start().await.expect("test env");
+    test_kinds(&env).await;
+    env.apply_yaml("apiVersion: v1\nkind: Secret\nmetadata:\n  name: credentials\nstringData:\n  password: hunter2\n")
+        .await
+        .expect("secret");
+    let plugins = ["owns-secret", "owns-cluster-kinds", "well-behaved"];
+    // No grants: both hostile plugins are refused at load, naming the kind and the grant.
+    let mut host = Host::start_broad(&env, &plugins, &confined(&env, &plugins, "")).await;
+    for (plugin, kind, grant) in [
+        (
+            "owns-secret",
+            "owns core/Secret, a sensitive kind",
+            "add `{group: \"\", kind: Secret, verbs: [get, list, create, patch, apply, delete]}`",
+        ),
+        (
+            "owns-cluster-kinds",
+            "owns rbac.authorization.k8s.io/ClusterRoleBinding, a sensitive kind",
+            "under `plugins.owns-cluster-kinds.grants`",
+        ),
+    ] {
+        let line = host
+            .wait_log(&format!("{plugin} refused"), |l| {
+                l.to_string().contains(&format!("plugin `{plugin}` {kind}"))
+            })
+            .await;
+        assert!(line.to_string().contains(grant), "{line}");
+    }
+    create_target(&env, "t").await;
+    harness::wait_mirrored(&env, "t", "1").await;
+    let audited = env.audited(&broad_user(&env));
+    let touched = requests_with(
+        &audited,
+        &["/secrets", "clusterrolebindings", "priorityclasses"],
+    );
+    assert!(touched.is_empty(), "{touched:#?}");
+    assert!(
+        host.lines().iter().all(|l| !message(l).contains("hunter2")),
+        "the Secret never reached a log"
+    );
+    host.stop().await;
+
+    // Granted explicitly: exactly what the grant says, nothing the kinds imply besides.
+    let extra = "    grants:\n      - {group: \"\", kind: Secret, verbs: [get]}\n      - {group: rbac.authorization.k8s.io, kind: ClusterRoleBinding, verbs: [get]}\n";
+    let host = Host::start_broad(&env, &plugins[..2], &confined(&env, &plugins[..2], extra)).await;
+    targets(&env)
+        .delete("t", &Default::default())
+        .await
+        .expect("delete the Target");
+    env.wait_for(&targets(&env), "t", "the Target to go", PATIENCE, |t| {
+        t.is_none()
+    })
+    .await
+    .expect("gone");
+    create_target(&env, "t").await;
+    assert_eq!(
+        reported(&env, "t", "secrets").await,
+        "list-all=denied list-kube-system=denied get=allowed"
+    );
+    assert_eq!(
+        reported(&env, "t", "cluster").await,
+        "binding-create=denied binding-apply=denied priority-apply=denied"
+    );
+    let audited = env.audited(&broad_user(&env));
+    let writes = requests_with(&audited, &["clusterrolebindings", "priorityclasses"])
+        .into_iter()
+        .filter(|r| !r.starts_with("list ") && !r.starts_with("watch "))
+        .collect::<Vec<_>>();
+    assert!(writes.is_empty(), "{writes:#?}");
+    let secret_reads = requests_with(&audited, &["/secrets"])
+        .into_iter()
+        .filter(|r| !r.starts_with("list ") && !r.starts_with("watch "))
+        .collect::<Vec<_>>();
+    assert!(
+        secret_reads
+            .iter()
+            .all(|r| r.contains(&format!("/namespaces/{}/secrets", env.namespace()))),
+        "{secret_reads:#?}"
+    );
+    host.stop().await;
+}
