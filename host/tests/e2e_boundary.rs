@@ -168,6 +168,48 @@ async fn hostile_names_are_refused_by_the_host_when_rbac_allows_everything() {
     unsafe_names_refused(&env, true).await;
 }
 
+/// Waits until the host logs that `plugin` was refused for declaring the sensitive `kind`,
+/// and returns the error it logged.
+async fn refused_at_load(host: &mut Host, plugin: &str, kind: &str) -> String {
+    let line = host
+        .wait_log(&format!("{plugin} refused"), |l| {
+            l.to_string()
+                .contains(&format!("plugin `{plugin}` owns {kind}, a sensitive kind"))
+        })
+        .await;
+    line["fields"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn sensitive_owned_kinds_are_refused_at_load_under_the_deploy_rbac() {
+    let env = TestEnv::start().await.expect("test env");
+    test_kinds(&env).await;
+    let plugins = ["owns-secret", "owns-cluster-kinds", "well-behaved"];
+    let mut host = Host::start(&env, &plugins, &confined(&env, &plugins, "")).await;
+    let error = refused_at_load(&mut host, "owns-secret", "core/Secret").await;
+    assert!(
+        error.contains("under `plugins.owns-secret.grants`"),
+        "{error}"
+    );
+    refused_at_load(
+        &mut host,
+        "owns-cluster-kinds",
+        "rbac.authorization.k8s.io/ClusterRoleBinding",
+    )
+    .await;
+    create_target(&env, "t").await;
+    harness::wait_mirrored(&env, "t", "1").await;
+    assert_eq!(
+        host.metric("wasmop_plugin_reloads_total{plugin=\"owns-secret\",result=\"rejected\"}")
+            .await,
+        1.0
+    );
+    host.stop().await;
+}
+
 #[tokio::test]
 async fn sensitive_owned_kinds_are_refused_at_load_and_granted_only_explicitly() {
     let env = TestEnv::start().await.expect("test env");
@@ -181,22 +223,17 @@ async fn sensitive_owned_kinds_are_refused_at_load_and_granted_only_explicitly()
     for (plugin, kind, grant) in [
         (
             "owns-secret",
-            "owns core/Secret, a sensitive kind",
+            "core/Secret",
             "add `{group: \"\", kind: Secret, verbs: [get, list, create, patch, apply, delete]}`",
         ),
         (
             "owns-cluster-kinds",
-            "owns rbac.authorization.k8s.io/ClusterRoleBinding, a sensitive kind",
+            "rbac.authorization.k8s.io/ClusterRoleBinding",
             "under `plugins.owns-cluster-kinds.grants`",
         ),
     ] {
-        let line = host
-            .wait_log(&format!("{plugin} refused"), |l| {
-                l.to_string().contains(&format!("plugin `{plugin}` {kind}"))
-            })
-            .await;
-        let error = line["fields"]["error"].as_str().unwrap_or_default();
-        assert!(error.contains(grant), "{line}");
+        let error = refused_at_load(&mut host, plugin, kind).await;
+        assert!(error.contains(grant), "{error}");
     }
     create_target(&env, "t").await;
     harness::wait_mirrored(&env, "t", "1").await;
