@@ -97,20 +97,19 @@ pub enum HostError {
 pub enum PluginRefused {
     /// A kind the plugin declares is sensitive, and the operator granted nothing on it.
     #[error(
-        "plugin `{plugin}` {role} {kind}, a sensitive kind: what that implies ({verbs}) needs \
+        "plugin `{plugin}` {role} {}, a sensitive kind: what that implies ({verbs}) needs \
          an explicit grant; add `{{group: \"{group}\", kind: {kind_name}, verbs: [{verbs}]}}` \
-         (or the verbs it needs) under `plugins.{plugin}.grants`"
+         (or the verbs it needs) under `plugins.{plugin}.grants`",
+        kind_label(.group, .kind_name)
     )]
     SensitiveKind {
         /// The plugin.
         plugin: PluginName,
         /// How it declares the kind: `reconciles`, `owns` or `watches`.
         role: &'static str,
-        /// `group/Kind`.
-        kind: String,
-        /// The group alone.
+        /// The group.
         group: String,
-        /// The kind alone.
+        /// The kind.
         kind_name: String,
         /// The verbs the declaration implies, comma-separated.
         verbs: String,
@@ -226,7 +225,6 @@ fn check_sensitive(
             return Err(PluginRefused::SensitiveKind {
                 plugin: info.name.clone(),
                 role,
-                kind: kind_label(&kind.group, &kind.kind),
                 group: kind.group.clone(),
                 kind_name: kind.kind.clone(),
                 verbs: verbs
