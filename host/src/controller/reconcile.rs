@@ -228,8 +228,8 @@ async fn settle(
             report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await;
             return None;
         }
-        Outcome::Denied(denial) => {
-            ctx.shared.metrics.denied(plugin, &denial.verb);
+        // Every denied call of the reconcile was counted with its usage.
+        Outcome::Denied(_) => {
             report(ctx, obj, target, "HostCallDenied", entry, &outcome).await;
         }
         Outcome::PluginError { .. } => {
