@@ -108,6 +108,8 @@ pub struct Metrics {
     memory_peak: Family<PluginLabels, Gauge>,
     fuel: Family<PluginLabels, Counter>,
     demoted: Family<PluginLabels, Counter>,
+    requeues_raised: Family<PluginLabels, Counter>,
+    throttled: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
 }
 
@@ -294,6 +296,19 @@ impl Metrics {
             "Calls of the plugin that computed so long that they were moved to the low-priority lane",
             demoted.clone(),
         );
+        let requeues_raised = Family::<PluginLabels, Counter>::default();
+        r.register(
+            "wasmop_requeues_raised",
+            "Requeues the plugin asked for sooner than its minRequeueAfter, which were raised to it",
+            requeues_raised.clone(),
+        );
+        let throttled = Family::<PluginLabels, Counter>::default();
+        r.register(
+            "wasmop_reconciles_throttled",
+            "Times an object of the plugin was ready to reconcile but had used up its \
+             objectRateLimit, and waited for its next token",
+            throttled.clone(),
+        );
         let reloads = Family::<ReloadLabels, Counter>::default();
         r.register(
             "wasmop_plugin_reloads",
@@ -329,6 +344,8 @@ impl Metrics {
             memory_peak,
             fuel,
             demoted,
+            requeues_raised,
+            throttled,
             reloads,
         }
     }
@@ -579,6 +596,28 @@ impl Metrics {
         if usage.demoted {
             self.demoted.get_or_create(&labels).inc();
         }
+        // Every denied call, not just the one the outcome names.
+        for (verb, n) in usage.denied.by_verb() {
+            self.denied(plugin, verb, n);
+        }
+    }
+
+    /// Counts one requeue raised to the plugin's floor.
+    pub fn requeue_raised(&self, plugin: &str) {
+        self.requeues_raised
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one object of the plugin held back by its per-object rate limit.
+    pub fn throttled(&self, plugin: &str) {
+        self.throttled
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
     }
 
     /// Records the state a plugin is in (1 for it, 0 for the others).
