@@ -143,6 +143,10 @@ async fn spinning_objects_are_held_to_the_floor_and_rate_limit_while_a_neighbour
     let spins = all_reconciles(&host, "requeue-zero").await - spins;
     let triggered = all_reconciles(&host, "self-trigger").await - triggered;
     let window = started.elapsed().as_secs_f64();
+    eprintln!(
+        "in {window:.1} s: {spins} reconciles of {SPINNERS} requeuing objects, {triggered} of {} self-triggering ones",
+        triggers.len()
+    );
 
     // Before the floor: 8,516 reconciles a second over 10 objects. Now each object waits at
     // least the floor between reconciles: at most window / floor + 1 each (doubled: a bound).
@@ -324,6 +328,7 @@ async fn every_denied_call_is_counted_and_logged_once_per_reconcile() {
         .iter()
         .map(|v| denied(v))
         .sum();
+    eprintln!("denied calls made {made}, counted {total}");
     assert_eq!(total, made, "every denied call counted:\n{metrics}");
     assert_eq!(denied("get"), gets, "{metrics}");
     host.stop().await;
