@@ -408,3 +408,83 @@ async fn plugin_text_is_one_escaped_line_per_log_call_in_text_and_json_logs() {
         host.stop().await;
     }
 }
+
+const DATABASE_CRD: &str = include_str!("../../plugins/database-config/crd.yaml");
+
+fn databases(env: &TestEnv) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Database"),
+        "databases",
+    );
+    Api::namespaced_with(env.client(), env.namespace(), &ar)
+}
+
+async fn apply_database(env: &TestEnv, name: &str, port: u16) {
+    env.apply_yaml(&format!(
+        "apiVersion: demo.wasmop.dev/v1\nkind: Database\nmetadata:\n  name: {name}\n\
+         spec:\n  engine: postgres\n  host: db.internal\n  port: {port}\n  replicas: 1\n"
+    ))
+    .await
+    .expect("Database applied");
+}
+
+/// Whether the Database is Ready for its current generation.
+fn ready(o: &DynamicObject) -> bool {
+    let status = &o.data["status"];
+    let ready = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    ready && status["observedGeneration"].as_i64() == o.metadata.generation
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ordinary_convergence_never_waits_for_the_rate_limit() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let plugins = ["database-config"];
+    let host = Host::start(&env, &plugins, &confined(&env, &plugins, "")).await;
+    // Created at once, then each edited twice in quick succession: the first reconcile, the
+    // ConfigMap and status echoing back, and the follow-up edits.
+    const N: u16 = 50;
+    for i in 0..N {
+        apply_database(&env, &format!("db-{i}"), 5432).await;
+    }
+    for port in [5433, 5434] {
+        for i in 0..N {
+            apply_database(&env, &format!("db-{i}"), port).await;
+        }
+    }
+    let api = databases(&env);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let list = api.list(&ListParams::default()).await.unwrap().items;
+        let converged = list
+            .iter()
+            .filter(|o| ready(o) && o.metadata.generation == Some(3))
+            .count();
+        if converged == usize::from(N) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{converged} of {N} converged; log:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = host.metrics().await;
+    let reconciled = all_reconciles(&host, "database-config").await;
+    eprintln!("{N} Databases, 3 generations each: {reconciled} reconciles");
+    // No object ever found its bucket empty: the limit held nothing back.
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"wasmop_reconciles_throttled_total{plugin="database-config"}"#
+        ),
+        0.0,
+        "{metrics}"
+    );
+    host.stop().await;
+}
