@@ -23,7 +23,7 @@ struct Plugin;
 fn tick(json: &str, key: &str) -> u64 {
     let Some(at) = json.find(key) else { return 0 };
     json[at + key.len()..]
-        .trim_start_matches(|c: char| c == '"' || c == ':')
+        .trim_start_matches(['"', ':'])
         .chars()
         .take_while(char::is_ascii_digit)
         .collect::<String>()
