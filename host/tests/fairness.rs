@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use wasmop::cluster::memory::MemoryCluster;
+use wasmop::cluster::memory::{MemoryCluster, Write as Journal};
 use wasmop::controller::streak::Streak;
 use wasmop::plugin::PluginName;
 use wasmop::plugin::text::is_unsafe;
@@ -290,6 +290,44 @@ const INJECTIONS: [&str; 6] = [
 
 /// `log` calls of `log-injection`'s default variant.
 const LOG_CALLS: usize = 6;
+
+#[tokio::test]
+async fn a_plugins_event_text_is_escaped_before_it_leaves_the_host() {
+    let rt = runtime();
+    let plugin = load(&rt, "log-injection").await;
+    let object = target("inject-event");
+    let cluster = seeded(vec![object.clone()]);
+    let outcome = plugin.reconcile(cluster.clone(), request(object)).await;
+    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    let events: Vec<_> = cluster
+        .writes()
+        .into_iter()
+        .filter_map(|w| match w {
+            Journal::Event {
+                reason,
+                action,
+                note,
+                ..
+            } => Some((reason, action, note)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (reason, action, note) = &events[0];
+    for (field, text, cap) in [
+        ("reason", reason, 128),
+        ("action", action, 128),
+        ("note", note, 1024),
+    ] {
+        assert!(!text.chars().any(is_unsafe), "{field}: {text:?}");
+        assert!(
+            text.len() <= cap,
+            "{field} within the API's cap: {}",
+            text.len()
+        );
+    }
+    assert!(note.contains(r"\u{202e}desrever"), "{note}");
+}
 
 #[tokio::test]
 async fn nothing_a_plugin_writes_reaches_a_log_line_unescaped_in_either_format() {

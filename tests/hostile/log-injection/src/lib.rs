@@ -7,6 +7,8 @@
 //! - `...permanent...`: returns a permanent error with the payload;
 //! - `...trap...`: prints the payload to stderr and panics with it;
 //! - `...print...`: prints the payload to stdout and stderr, and succeeds;
+//! - `...event...`: emits an Event on its target with the payload in reason, action and
+//!   note, and succeeds;
 //! - `...deny...`: makes a denied call whose kind and namespace hold the payload (the host
 //!   makes that a `denied` outcome quoting them), and returns its error;
 //! - otherwise: makes [`LOG_CALLS`] `log` calls (one per level, the first twice), each
@@ -17,6 +19,7 @@
 wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
 
 use exports::wasmop::plugin::reconciler::{Action, Error, Guest, Request};
+use wasmop::plugin::events::{self, Event, EventType};
 use wasmop::plugin::kube;
 use wasmop::plugin::log::{self, Level};
 use wasmop::plugin::plugin_info::Info;
@@ -75,6 +78,19 @@ impl Guest for Plugin {
             println!("{PAYLOAD}");
             eprintln!("{PAYLOAD}");
             return Ok(Action::Done);
+        }
+        if name.contains("event") {
+            let event = Event {
+                regarding: req.target.clone(),
+                event_type: EventType::Warning,
+                reason: format!("Forged{PAYLOAD}"),
+                action: format!("Act{PAYLOAD}"),
+                note: PAYLOAD.into(),
+            };
+            return match events::emit(&event) {
+                Ok(()) => Ok(Action::Done),
+                Err(e) => Err(Error::Retryable(format!("event: {e:?}"))),
+            };
         }
         if name.contains("deny") {
             let forged = ObjectRef {
