@@ -373,9 +373,12 @@ async fn nothing_a_plugin_writes_reaches_a_log_line_unescaped_in_either_format()
                 );
                 assert_eq!(outcome, Outcome::Action(Action::Done));
             }
+            // (A host that refuses the deny variant's forged kind as invalid, before any
+            // grant check, need not quote it back.)
+            let quoted = name != "inject-deny" || matches!(outcome, Outcome::Denied(_));
             let escaped = lines.iter().any(|l| l.contains(r"\u{202e}desrever"));
             assert!(
-                escaped,
+                escaped || !quoted,
                 "{format} {name}: the payload is shown escaped: {lines:#?}"
             );
         }
