@@ -3,6 +3,7 @@
 //! [`Config`], which is what the rest of the host uses. A bad value is refused at start with
 //! the path of the field that holds it (`plugins.database-config.memory`).
 
+pub mod fairness;
 pub mod flags;
 pub mod leader;
 pub mod raw;
@@ -83,11 +84,16 @@ pub struct PluginSettings {
     pub concurrency: u16,
     /// The plugin's own settings (a JSON object).
     pub config: Value,
-    /// Traps, timeouts or out-of-memory outcomes in a row (over all objects) after which a
-    /// version is reported as failing; `0` never reports.
+    /// Traps, timeouts or out-of-memory outcomes with no success between (over all objects;
+    /// other failures neither count nor reset the count) after which a version is reported
+    /// as failing; `0` never reports.
     pub failure_threshold: u32,
     /// Whether a failing version that replaced another is rolled back to it.
     pub rollback: bool,
+    /// The shortest requeue-after honoured: a plugin's shorter one is raised to it.
+    pub min_requeue_after: Duration,
+    /// The per-object rate limit of reconciles; `None`: none.
+    pub object_rate: Option<crate::controller::throttle::ObjectRate>,
 }
 
 /// The validated host configuration.
@@ -546,6 +552,7 @@ fn settings(
     if !config.is_object() {
         return Err(value_error(format!("{at}.config"), "must be a mapping"));
     }
+    let (min_requeue_after, object_rate) = fairness::fairness(at, raw, defaults)?;
     Ok(PluginSettings {
         namespaces,
         grants,
@@ -559,6 +566,8 @@ fn settings(
         // On by default: a version that only traps serves nobody, and the one it replaced
         // was serving.
         rollback: raw.rollback.or(defaults.rollback).unwrap_or(true),
+        min_requeue_after,
+        object_rate,
     })
 }
 

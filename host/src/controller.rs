@@ -8,7 +8,11 @@
 //!   `concurrency` reconciles of one plugin at once and at most the host's `concurrency` over
 //!   all plugins (a semaphore held for the whole call).
 //! - Errors back off per object ([`backoff`]), exponentially with jitter and a cap; a success
-//!   resets it. A plugin's `requeue-after` is honoured.
+//!   resets it. A plugin's `requeue-after` is honoured, raised to the plugin's
+//!   `minRequeueAfter` when it is shorter.
+//! - No object is reconciled more often than the plugin's `objectRateLimit` allows
+//!   ([`throttle`]), whether its reconciles come from requeues, from its own writes echoing
+//!   back through the watch or from anything else; a first reconcile never waits for it.
 //! - Changes to a primary object that do not bump its generation do not trigger a reconcile
 //!   ([`filter`]) unless the plugin sets `reconcile-on-metadata-change`.
 //! - Every object is reconciled again every resync period.
@@ -36,6 +40,7 @@ pub mod queue;
 pub mod reconcile;
 pub mod runner;
 pub mod streak;
+pub mod throttle;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -115,6 +120,8 @@ pub struct PluginCtx {
     /// The workqueue figures of this plugin.
     queue: queue::Queue,
     streak: Arc<streak::Streak>,
+    /// The shortest requeue-after honoured; a shorter one is raised to it.
+    min_requeue_after: Duration,
 }
 
 impl PluginCtx {
@@ -301,6 +308,7 @@ pub async fn run(
         backoffs: Backoffs::default(),
         queue: queue::Queue::new(&name, shared.metrics.clone()),
         streak,
+        min_requeue_after: settings.min_requeue_after,
     });
     // Written once, by the first scope that starts reconciling: before any finalizer is
     // added, and never by a standby.
@@ -402,6 +410,7 @@ pub async fn run(
         let unsynced = unsynced.clone();
         let (recorded, record_entry) = (recorded.clone(), record_entry.clone());
         let concurrency = usize::from(settings.concurrency);
+        let object_rate = settings.object_rate;
         async move {
             let mut shutdown = shared.shutdown.clone();
             tokio::select! {
@@ -448,7 +457,16 @@ pub async fn run(
                     }
                 })
             };
-            let reconciling = runner::run(triggers, concurrency, start, stop);
+            let (metrics, throttled_plugin) = (shared.metrics.clone(), plugin_name.clone());
+            let loop_settings = runner::Settings {
+                concurrency,
+                rate: object_rate,
+                on_throttled: move |key: &ObjectKey| {
+                    metrics.throttled(&throttled_plugin);
+                    tracing::debug!(plugin = %throttled_plugin, object = %key, "object reconciled as often as its rate limit allows: it waits for its next token");
+                },
+            };
+            let reconciling = runner::run(triggers, loop_settings, start, stop);
             // Without the lease nothing may reconcile: dropping the loop drops in-flight
             // reconciles at their next await point.
             tokio::select! {

@@ -14,8 +14,10 @@
 //! `leader_election_master_status{name}` (the Lease).
 //! wasmop's own are prefixed `wasmop_` (host calls by verb and outcome are counted by
 //! [`crate::controller::counted`]; `wasmop_plugin_memory_peak_bytes` and
-//! `wasmop_plugin_fuel_consumed_total` and `wasmop_plugin_calls_demoted_total` come from each
-//! call's [`Usage`]). Labels are bounded: plugin names, verbs, outcome and
+//! `wasmop_plugin_fuel_consumed_total`, `wasmop_plugin_calls_demoted_total` and
+//! `wasmop_host_calls_denied_total` come from each call's [`Usage`];
+//! `wasmop_requeues_raised_total` and `wasmop_reconciles_throttled_total` from the
+//! controller's floor and per-object rate limit). Labels are bounded: plugin names, verbs, outcome and
 //! cause labels, states, versions and digests of loaded plugins — never object names.
 
 mod labels;
@@ -106,6 +108,8 @@ pub struct Metrics {
     memory_peak: Family<PluginLabels, Gauge>,
     fuel: Family<PluginLabels, Counter>,
     demoted: Family<PluginLabels, Counter>,
+    requeues_raised: Family<PluginLabels, Counter>,
+    throttled: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
 }
 
@@ -292,6 +296,19 @@ impl Metrics {
             "Calls of the plugin that computed so long that they were moved to the low-priority lane",
             demoted.clone(),
         );
+        let requeues_raised = Family::<PluginLabels, Counter>::default();
+        r.register(
+            "wasmop_requeues_raised",
+            "Requeues the plugin asked for sooner than its minRequeueAfter, which were raised to it",
+            requeues_raised.clone(),
+        );
+        let throttled = Family::<PluginLabels, Counter>::default();
+        r.register(
+            "wasmop_reconciles_throttled",
+            "Times an object of the plugin was ready to reconcile but had used up its \
+             objectRateLimit, and waited for its next token",
+            throttled.clone(),
+        );
         let reloads = Family::<ReloadLabels, Counter>::default();
         r.register(
             "wasmop_plugin_reloads",
@@ -327,6 +344,8 @@ impl Metrics {
             memory_peak,
             fuel,
             demoted,
+            requeues_raised,
+            throttled,
             reloads,
         }
     }
@@ -521,14 +540,14 @@ impl Metrics {
         });
     }
 
-    /// Counts one denied host call.
-    pub fn denied(&self, plugin: &str, verb: &str) {
+    /// Counts `n` denied host calls of `verb`.
+    pub fn denied(&self, plugin: &str, verb: &str, n: u32) {
         self.denied
             .get_or_create(&DeniedLabels {
                 plugin: plugin.to_owned(),
                 verb: verb.to_owned(),
             })
-            .inc();
+            .inc_by(u64::from(n));
     }
 
     /// Counts one host call that reached the cluster; `outcome` is `ok` or a `kube-error` case.
@@ -577,6 +596,28 @@ impl Metrics {
         if usage.demoted {
             self.demoted.get_or_create(&labels).inc();
         }
+        // Every denied call, not just the one the outcome names.
+        for (verb, n) in usage.denied.by_verb() {
+            self.denied(plugin, verb, n);
+        }
+    }
+
+    /// Counts one requeue raised to the plugin's floor.
+    pub fn requeue_raised(&self, plugin: &str) {
+        self.requeues_raised
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one object of the plugin held back by its per-object rate limit.
+    pub fn throttled(&self, plugin: &str) {
+        self.throttled
+            .get_or_create(&PluginLabels {
+                plugin: plugin.to_owned(),
+            })
+            .inc();
     }
 
     /// Records the state a plugin is in (1 for it, 0 for the others).
@@ -640,8 +681,8 @@ mod tests {
     #[test]
     fn denied_calls_are_counted_per_plugin_and_verb() {
         let m = Metrics::new();
-        m.denied("database-config", "get");
-        m.denied("database-config", "get");
+        m.denied("database-config", "get", 1);
+        m.denied("database-config", "get", 1);
         let text = m.render();
         assert!(
             text.contains(
@@ -652,12 +693,34 @@ mod tests {
     }
 
     #[test]
+    fn every_denied_call_of_a_call_is_counted_not_only_the_first() {
+        let m = Metrics::new();
+        let mut denied = crate::runtime::Denials::default();
+        for verb in ["get", "get", "get", "emit-event", "delete"] {
+            denied.add(verb);
+        }
+        m.usage(
+            "flood",
+            &Usage {
+                denied,
+                ..Usage::default()
+            },
+        );
+        let text = m.render();
+        for (verb, n) in [("get", 3), ("emit-event", 1), ("delete", 1)] {
+            let series =
+                format!(r#"wasmop_host_calls_denied_total{{plugin="flood",verb="{verb}"}} {n}"#);
+            assert!(text.contains(&series), "{series} in {text}");
+        }
+    }
+
+    #[test]
     fn memory_high_water_mark_only_rises_and_fuel_adds_up() {
         let m = Metrics::new();
         let call = |memory_peak, fuel| Usage {
             memory_peak,
             fuel,
-            demoted: false,
+            ..Usage::default()
         };
         m.usage("p", &call(2 << 20, Some(1_000)));
         m.usage("p", &call(1 << 20, Some(500)));

@@ -2,6 +2,8 @@
 //! the sha256 digest that identifies one version of its bytes, and [`PluginInfo`], the
 //! host-side form of the WIT `info` record that `describe` returns.
 
+pub mod text;
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;

@@ -17,7 +17,8 @@
 //! - Precedence: when two components declare the same plugin name, the one from the earlier
 //!   source (then the smaller key) runs; the other is rejected as a duplicate and takes over
 //!   if the first is removed.
-//! - A version that traps or times out `failureThreshold` reconciles in a row is reported
+//! - A version that traps or times out `failureThreshold` reconciles with no success between
+//!   (other failures neither count nor reset the count, see [`crate::controller::streak`]) is reported
 //!   (log, Warning Event `PluginFailing`) and, with `rollback: true` (the default), replaced
 //!   by the version it replaced (`wasmop_plugin_reloads_total{result="rolled-back"}`). Its
 //!   bytes stay recorded, so it is not loaded again until its source holds another version.

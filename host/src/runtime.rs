@@ -39,7 +39,7 @@ use self::call::CallState;
 pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
 pub use self::loader::{LoadError, LoadStats};
-pub use self::outcome::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
+pub use self::outcome::{Action, Budget, Denials, LimitKind, Outcome, PluginErrorKind, Usage};
 pub use self::settings::{AllocatorChoice, Compiler, Limits, RuntimeConfig};
 pub use self::tiered::TieringStats;
 use crate::cluster::{Cluster, ObjectRef};

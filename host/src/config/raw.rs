@@ -14,8 +14,8 @@
 //! concurrency: 64
 //! # How often every object is reconciled again even if nothing changed (default 10m; 0s = never).
 //! resyncPeriod: 10m
-//! # `text` (default) or `json`.
-//! logFormat: json
+//! # `text` (the default) or `json`.
+//! logFormat: text
 //! # Where `/metrics` is served (default 0.0.0.0:9090; `""` disables it).
 //! metricsAddress: 127.0.0.1:9090
 //! # Where `/healthz`, `/readyz` and `/status` are served (default 0.0.0.0:8081; `""` disables).
@@ -54,6 +54,8 @@
 //!   concurrency: 4
 //!   failureThreshold: 5   # traps/timeouts in a row that make a version "failing" (0: never)
 //!   rollback: true        # roll a failing version back to the one it replaced
+//!   minRequeueAfter: 1s   # a plugin's shorter requeue-after is raised to this
+//!   objectRateLimit: {burst: 10, interval: 1s}   # per object: 10 at once, then 1 a second
 //! # Per plugin, by the name its `describe` returns.
 //! plugins:
 //!   database-config:
@@ -175,10 +177,25 @@ pub struct RawPluginSettings {
     pub concurrency: Option<u16>,
     /// The plugin's own settings.
     pub config: Option<Value>,
-    /// Traps or timeouts in a row after which a version is reported as failing (0: never).
+    /// Traps or timeouts with no success between after which a version is reported as
+    /// failing (0: never).
     pub failure_threshold: Option<u32>,
     /// Whether a failing version is rolled back to the version it replaced.
     pub rollback: Option<bool>,
+    /// The shortest requeue-after honoured, as a duration; shorter ones are raised to it.
+    pub min_requeue_after: Option<String>,
+    /// The per-object rate limit of reconciles.
+    pub object_rate_limit: Option<RawObjectRate>,
+}
+
+/// A token bucket per object: `burst` reconciles at once, then one per `interval`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RawObjectRate {
+    /// Reconciles an object may start at once.
+    pub burst: Option<u32>,
+    /// The time that refills one, as a duration (`0s`: no limit).
+    pub interval: Option<String>,
 }
 
 /// A quantity written as a number of bytes or with a binary suffix.

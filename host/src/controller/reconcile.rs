@@ -216,7 +216,7 @@ async fn settle(
             tracing::info!(outcome = %outcome, "{entry} succeeded");
             return match action {
                 runtime::Action::Done => None,
-                runtime::Action::RequeueAfter(d) => Some(*d),
+                runtime::Action::RequeueAfter(d) => Some(requeue_delay(ctx, plugin, *d)),
             };
         }
         Outcome::PluginError {
@@ -228,8 +228,8 @@ async fn settle(
             report(ctx, obj, target, "ReconcileFailed", entry, &outcome).await;
             return None;
         }
-        Outcome::Denied(denial) => {
-            ctx.shared.metrics.denied(plugin, &denial.verb);
+        // Every denied call of the reconcile was counted with its usage.
+        Outcome::Denied(_) => {
             report(ctx, obj, target, "HostCallDenied", entry, &outcome).await;
         }
         Outcome::PluginError { .. } => {
@@ -246,6 +246,22 @@ async fn settle(
         "{entry} failed; retrying with backoff"
     );
     Some(delay)
+}
+
+/// The delay of a requeue the plugin asked for: at least the plugin's floor, so that a
+/// plugin that requeues after 0 ms cannot spin. A raised requeue is counted and logged at
+/// debug level (the plugin's own answer stays in the reconcile's log line).
+fn requeue_delay(ctx: &PluginCtx, plugin: &str, asked: Duration) -> Duration {
+    if asked >= ctx.min_requeue_after {
+        return asked;
+    }
+    ctx.shared.metrics.requeue_raised(plugin);
+    tracing::debug!(
+        asked_ms = u64::try_from(asked.as_millis()).unwrap_or(u64::MAX),
+        floor_ms = u64::try_from(ctx.min_requeue_after.as_millis()).unwrap_or(u64::MAX),
+        "requeue raised to the plugin's minRequeueAfter"
+    );
+    ctx.min_requeue_after
 }
 
 async fn report(

@@ -22,6 +22,11 @@
 //!   kube-runtime's scheduler); of two requeues, the earlier one is kept.
 //! - An object whose reconcile cannot start (`start` gives `None`: it left the cache) is
 //!   dropped.
+//! - With an [`ObjectRate`], no object starts more reconciles than its token bucket allows
+//!   ([`super::throttle`]), whatever triggers them: an object ready with an empty bucket
+//!   waits, as a delayed requeue, until its next token comes (a trigger meanwhile does not
+//!   let it jump the wait). One with tokens left starts at once, so a first reconcile and the
+//!   events of an ordinary convergence never wait for a timer.
 //!
 //! # Cancellation
 //! When `shutdown` resolves or the triggers end, no new reconcile starts (waiting objects
@@ -38,6 +43,8 @@ use futures::stream::FuturesUnordered;
 use futures::{Stream, StreamExt};
 use tokio::time::Instant;
 
+use super::throttle::{ObjectRate, Throttle};
+
 /// The objects waiting, ready and running, and the delayed requeues.
 pub struct WorkQueue<K> {
     /// Ready to start, in order.
@@ -50,10 +57,21 @@ pub struct WorkQueue<K> {
     /// When each delayed requeue is due: its key in `delayed`.
     due: HashMap<K, (Instant, u64)>,
     sequence: u64,
+    /// The per-object rate limit, if any.
+    throttle: Option<Throttle<K>>,
+    /// Objects held back by the rate limit since the last [`take_throttled`](Self::take_throttled).
+    throttled: Vec<K>,
 }
 
 impl<K: Hash + Eq + Clone> Default for WorkQueue<K> {
     fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+impl<K: Hash + Eq + Clone> WorkQueue<K> {
+    /// An empty queue, rate-limited per object by `rate` if given.
+    pub fn new(rate: Option<ObjectRate>) -> Self {
         Self {
             ready: VecDeque::new(),
             waiting: HashSet::new(),
@@ -61,15 +79,28 @@ impl<K: Hash + Eq + Clone> Default for WorkQueue<K> {
             delayed: BTreeMap::new(),
             due: HashMap::new(),
             sequence: 0,
+            throttle: rate.map(Throttle::new),
+            throttled: Vec::new(),
         }
     }
-}
 
-impl<K: Hash + Eq + Clone> WorkQueue<K> {
-    /// A trigger for `key`, due now; replaces a delayed requeue of it.
+    /// A trigger for `key`, due now; replaces a delayed requeue of it. An object that waits
+    /// (a requeue) while its bucket is empty is made ready when its next token comes instead.
     pub fn add(&mut self, key: K) {
         if let Some(at) = self.due.remove(&key) {
             self.delayed.remove(&at);
+            let next = self
+                .throttle
+                .as_ref()
+                .and_then(|t| t.next_token(&key, Instant::now()));
+            if let Some(next) = next {
+                self.delay(key.clone(), next);
+                // Already waiting for that token: the same hold, not another one.
+                if at.0 != next {
+                    self.throttled.push(key);
+                }
+                return;
+            }
         }
         if self.waiting.insert(key.clone()) && !self.running.contains(&key) {
             self.ready.push_back(key);
@@ -99,12 +130,36 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
         }
     }
 
-    /// The next ready object; it is running from now until [`done`](Self::done).
+    /// The next ready object; it is running from now until [`done`](Self::done). A ready
+    /// object whose bucket is empty is moved to wait for its next token instead.
     pub fn pop(&mut self) -> Option<K> {
-        let key = self.ready.pop_front()?;
-        self.waiting.remove(&key);
-        self.running.insert(key.clone());
-        Some(key)
+        let now = Instant::now();
+        while let Some(key) = self.ready.pop_front() {
+            self.waiting.remove(&key);
+            if let Some(throttle) = &mut self.throttle
+                && let Err(next) = throttle.take(&key, now)
+            {
+                self.delay(key.clone(), next);
+                self.throttled.push(key);
+                continue;
+            }
+            self.running.insert(key.clone());
+            return Some(key);
+        }
+        None
+    }
+
+    /// The objects the rate limit held back since the last call, for the caller to report.
+    pub fn take_throttled(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.throttled)
+    }
+
+    /// Makes `key` (waiting for nothing else) ready at `at`.
+    fn delay(&mut self, key: K, at: Instant) {
+        self.sequence += 1;
+        let at = (at, self.sequence);
+        self.delayed.insert(at, key.clone());
+        self.due.insert(key, at);
     }
 
     /// The reconcile of `key` ended (or never started); if it was triggered meanwhile, it is
@@ -140,12 +195,22 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     }
 }
 
+/// How the loop runs: its bounds, and who hears of objects the rate limit holds back.
+pub struct Settings<F> {
+    /// Reconciles at once (0: no limit).
+    pub concurrency: usize,
+    /// The per-object rate limit, if any.
+    pub rate: Option<ObjectRate>,
+    /// Called for each object the rate limit holds back (for the operator's metrics).
+    pub on_throttled: F,
+}
+
 /// Reconciles the objects `triggers` name until `shutdown` (see the module's guarantees).
 /// `start` gives the reconcile of an object, `None` when it cannot start (the object is
 /// gone); the reconcile gives the delay after which to requeue it, if any.
-pub async fn run<K, T, S, R>(
+pub async fn run<K, T, S, R, F>(
     triggers: T,
-    concurrency: usize,
+    settings: Settings<F>,
     mut start: S,
     shutdown: impl Future<Output = ()>,
 ) where
@@ -153,8 +218,14 @@ pub async fn run<K, T, S, R>(
     T: Stream<Item = K>,
     S: FnMut(K) -> Option<R>,
     R: Future<Output = Option<Duration>>,
+    F: FnMut(&K),
 {
-    let mut queue = WorkQueue::<K>::default();
+    let Settings {
+        concurrency,
+        rate,
+        mut on_throttled,
+    } = settings;
+    let mut queue = WorkQueue::<K>::new(rate);
     let mut running = FuturesUnordered::new();
     let mut stopping = false;
     let mut triggers = std::pin::pin!(triggers);
@@ -166,6 +237,9 @@ pub async fn run<K, T, S, R>(
                 Some(reconcile) => running.push(async move { (key, reconcile.await) }),
                 None => queue.done(&key),
             }
+        }
+        for key in queue.take_throttled() {
+            on_throttled(&key);
         }
         if stopping && running.is_empty() {
             return;
@@ -244,6 +318,10 @@ mod tests {
     }
 
     fn harness(concurrency: usize, requeue: Option<Duration>) -> Harness {
+        limited(concurrency, requeue, None)
+    }
+
+    fn limited(concurrency: usize, requeue: Option<Duration>, rate: Option<ObjectRate>) -> Harness {
         let (triggers, rx) = mpsc::unbounded();
         let started = Arc::new(Mutex::new(Vec::new()));
         let release = Arc::new(tokio::sync::Semaphore::new(0));
@@ -251,7 +329,11 @@ mod tests {
         let (log, gate) = (started.clone(), release.clone());
         let task = tokio::spawn(run(
             rx,
-            concurrency,
+            Settings {
+                concurrency,
+                rate,
+                on_throttled: |_: &&'static str| {},
+            },
             move |key: &'static str| {
                 (key != "gone").then(|| {
                     log.lock().expect("log").push(key);
@@ -334,6 +416,74 @@ mod tests {
         tokio::time::advance(Duration::from_secs(1)).await;
         settle().await;
         assert_eq!(h.started(), ["a", "a"]);
+    }
+
+    const RATE: ObjectRate = ObjectRate {
+        burst: 3,
+        interval: Duration::from_secs(1),
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn first_reconciles_and_a_burst_of_triggers_start_without_waiting_for_the_limit() {
+        let h = limited(10, None, Some(RATE));
+        h.release.add_permits(100);
+        let before = Instant::now();
+        for key in ["a", "b", "c"] {
+            h.triggers.unbounded_send(key).expect("send");
+        }
+        settle().await;
+        for _ in 0..2 {
+            h.triggers.unbounded_send("a").expect("send");
+            settle().await;
+        }
+        assert_eq!(h.started(), ["a", "b", "c", "a", "a"]);
+        assert_eq!(Instant::now(), before, "no timer on the path");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_that_requeues_at_once_is_held_to_its_bucket() {
+        let h = limited(10, Some(Duration::ZERO), Some(RATE));
+        h.release.add_permits(10_000);
+        h.triggers.unbounded_send("spin").expect("send");
+        h.triggers.unbounded_send("calm").expect("send");
+        settle().await;
+        // 20 s in 10 ms steps: without the limit, thousands of reconciles.
+        for _ in 0..2_000 {
+            tokio::time::advance(Duration::from_millis(10)).await;
+            settle().await;
+        }
+        let spins = h.started().iter().filter(|k| **k == "spin").count();
+        assert!((20..=3 + 20 + 1).contains(&spins), "{spins}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_trigger_for_a_held_object_waits_for_its_next_token_and_is_not_lost() {
+        let h = limited(10, None, Some(RATE));
+        h.release.add_permits(100);
+        for _ in 0..3 {
+            h.triggers.unbounded_send("a").expect("send");
+            settle().await;
+        }
+        assert_eq!(h.started().len(), 3);
+        // The bucket is empty: these merge into one reconcile when the next token comes.
+        for _ in 0..5 {
+            h.triggers.unbounded_send("a").expect("send");
+            settle().await;
+        }
+        assert_eq!(h.started().len(), 3);
+        tokio::time::advance(Duration::from_millis(999)).await;
+        settle().await;
+        assert_eq!(h.started().len(), 3);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(
+            h.started().len(),
+            4,
+            "one reconcile for all the held triggers"
+        );
+        tokio::time::advance(Duration::from_secs(5)).await;
+        settle().await;
+        assert_eq!(h.started().len(), 4);
     }
 
     #[tokio::test(start_paused = true)]

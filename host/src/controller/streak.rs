@@ -1,10 +1,12 @@
 //! Consecutive failed reconciles of one plugin version: when a version traps or times out
-//! `threshold` times in a row (over all objects, with no success between), it is reported
-//! once to the registry, which decides whether to roll it back.
+//! `threshold` times with no success between (over all objects), it is reported once to the
+//! registry, which decides whether to roll it back.
 //!
 //! Only failures of the version itself count: traps, timeouts and running out of memory.
-//! A plugin's own error, a denied host call or a breached cap are its answer to the cluster's
-//! state, not a broken build, and never trigger a rollback.
+//! Only a success resets the count. A plugin's own error, a denied host call or a breached
+//! cap are its answer to the cluster's state, not a broken build: they neither count nor
+//! reset. Were they to reset it, a version that traps on every other call and returns an
+//! error in between would never be reported.
 
 use std::sync::Mutex;
 
@@ -60,7 +62,11 @@ impl Streak {
             if state.0 != Some(digest) {
                 *state = (Some(digest), 0);
             }
-            state.1 = if failed { state.1 + 1 } else { 0 };
+            if failed {
+                state.1 = state.1.saturating_add(1);
+            } else if outcome.is_success() {
+                state.1 = 0;
+            }
             state.1
         };
         if failed && self.threshold > 0 && counted == self.threshold {
@@ -119,6 +125,43 @@ mod tests {
         assert!(rx.try_recv().is_err());
         s.record(v1, &trap());
         assert_eq!(rx.try_recv().expect("reported").digest, v1);
+    }
+
+    #[test]
+    fn errors_denials_and_breaches_between_traps_do_not_reset_the_count() {
+        let (s, mut rx) = streak(3);
+        let d = Digest::of(b"v");
+        let between = [
+            Outcome::PluginError {
+                kind: PluginErrorKind::Retryable,
+                message: "not ready".into(),
+            },
+            Outcome::PluginError {
+                kind: PluginErrorKind::Permanent,
+                message: "bad spec".into(),
+            },
+            Outcome::Denied(crate::policy::Denial {
+                verb: "get".into(),
+                kind: "core/Secret".into(),
+                namespace: None,
+                reason: "not granted".into(),
+            }),
+            Outcome::LimitExceeded(crate::runtime::LimitKind::HostCalls(1000)),
+        ];
+        for other in &between {
+            s.record(d, &trap());
+            s.record(d, other);
+        }
+        let failing = rx
+            .try_recv()
+            .expect("three traps among the errors are a streak");
+        assert_eq!(failing.failures, 3);
+        // A success alone starts the count again.
+        s.record(d, &Outcome::Action(Action::Done));
+        s.record(d, &trap());
+        s.record(d, &between[0]);
+        s.record(d, &trap());
+        assert!(rx.try_recv().is_err());
     }
 
     #[test]

@@ -30,7 +30,7 @@ impl From<&Outcome> for ReportOutcome {
             Outcome::Action(Action::RequeueAfter(d)) => {
                 (Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)), None)
             }
-            Outcome::PluginError { message, .. } => (None, Some(message.clone())),
+            Outcome::PluginError { message, .. } => (None, Some(message.to_string())),
             // Backtraces depend on the compiler; keep reports stable across toolchains.
             other => (None, Some(other.message())),
         };

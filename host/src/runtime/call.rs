@@ -21,12 +21,19 @@ use super::engine::{
 };
 use super::lane::Demotion;
 use super::lane::host_io::OnHost;
-use super::outcome::LimitKind;
+use super::outcome::{Denials, LimitKind};
 use super::wasi::Captured;
 use super::{Limits, PluginInner};
 use crate::cluster::{Cluster, ClusterError, ObjectRef};
+use crate::plugin::text::PluginText;
 use crate::plugin::{PluginName, Verb};
 use crate::policy::{Denial, Grants};
+
+/// A denial quotes at most 512 bytes of each name the plugin gave (its `group/Kind`, its
+/// namespace): a group is at most 253 bytes, a kind 63 and a namespace 63, so a valid one is
+/// shown whole, and a longer one, which only a hostile plugin sends, cannot make each denial
+/// line megabytes long.
+const QUOTED_NAME_BYTES: usize = 512;
 
 /// The error a host call returns to trap the guest when it breaches a limit. Dispatch finds
 /// the breach in [`CallState`] rather than by downcasting, so wrapping cannot hide it.
@@ -119,8 +126,10 @@ pub struct HostContext {
     log_lines_used: u32,
     /// Log lines dropped after the per-call cap.
     pub log_lines_dropped: u64,
-    /// The first denied call, if any.
+    /// The first denied call, if any (its plugin-given names escaped).
     pub denial: Option<Denial>,
+    /// Every denied call, by verb.
+    pub denials: Denials,
     /// The limit the guest breached, if any.
     pub breach: Option<LimitKind>,
     /// Set when a `kube`/`events` call starts: the epoch callback that follows its return
@@ -211,12 +220,35 @@ impl HostContext {
             if let Some(call) = call {
                 denial.verb = call.to_owned();
             }
-            tracing::warn!(plugin = %self.shared.plugin, %denial, "denied host call");
+            // The kind and namespace are the plugin's: the denial quotes them in the outcome,
+            // the Event and the log, so they are cut and escaped here, once.
+            denial.kind = PluginText::cut(&denial.kind, QUOTED_NAME_BYTES).into_string();
+            denial.namespace = denial
+                .namespace
+                .map(|ns| PluginText::cut(&ns, QUOTED_NAME_BYTES).into_string());
+            self.denials.add(&denial.verb);
             let message = denial.to_string();
+            // Logged once per call, with the count (see `log_denials`): a plugin making
+            // thousands of denied calls must not make thousands of log lines.
             self.denial.get_or_insert(denial);
             return Err(ClusterError::Denied(message));
         }
         Ok(())
+    }
+
+    /// Logs the call's denials, if any: one line naming the first and how many more there
+    /// were.
+    pub fn log_denials(&self) {
+        if let Some(first) = &self.denial {
+            let total = self.denials.total();
+            tracing::warn!(
+                plugin = %self.shared.plugin,
+                object = self.target.as_ref().map(tracing::field::display),
+                denial = %first,
+                more = total.saturating_sub(1),
+                "denied host call"
+            );
+        }
     }
 
     /// Whether one more log line may be forwarded; counts the dropped ones.
@@ -307,6 +339,7 @@ impl CallState {
                 log_lines_used: 0,
                 log_lines_dropped: 0,
                 denial: None,
+                denials: Denials::default(),
                 breach: None,
                 returned_from_cluster: false,
             },

@@ -21,6 +21,7 @@ use super::wasi::{self, Printed};
 use super::{Compiler, Limits, Request};
 use super::{PluginInner, RequestObject};
 use crate::cluster::{Cluster, ObjectRef};
+use crate::plugin::text::PluginText;
 use crate::watches::trim_value;
 
 /// Which export to call.
@@ -197,7 +198,9 @@ async fn run(
         memory_peak: u64::try_from(state.limiter.peak).unwrap_or(u64::MAX),
         fuel,
         demoted: state.demotion.as_ref().is_some_and(|d| d.demoted),
+        denied: state.host.denials,
     };
+    state.host.log_denials();
     let printed = state.output.take();
     wasi::forward(
         &printed,
@@ -269,8 +272,9 @@ fn returned_outcome(
     returned: Result<reconciler::Action, reconciler::Error>,
     limits: &Limits,
 ) -> Outcome {
-    // The guest controls the message's size; keep what a log line can hold.
-    let cap = |m: String| wasi::cut(&m, limits.log_line_bytes).to_owned();
+    // The guest controls the message's size and content: keep what a log line can hold, and
+    // escape it once, here, for every place it is shown (logs, Events, status).
+    let cap = |m: String| PluginText::cut(&m, limits.log_line_bytes);
     match returned {
         Ok(reconciler::Action::Done) => Outcome::Action(Action::Done),
         Ok(reconciler::Action::RequeueAfter(ms)) => {
@@ -330,12 +334,13 @@ fn trap(error: &wasmtime::Error, printed: &Printed) -> Outcome {
                 "unreachable code reached (a Rust panic or abort ends this way)".to_owned()
             }
             Some(trap) => trap.to_string(),
-            None => format!("{:#}", error.root_cause()),
+            // wasmtime's own text, which can quote what the component declared.
+            None => PluginText::new(&format!("{:#}", error.root_cause())).into_string(),
         }
     };
     if let Some(line) = printed.last_stderr_line() {
         message.push_str("; last stderr line: ");
-        message.push_str(wasi::cut(line, 512));
+        message.push_str(PluginText::cut(line, 512).as_str());
     }
     let backtrace = error
         .downcast_ref::<WasmBacktrace>()
@@ -348,10 +353,12 @@ fn trap(error: &wasmtime::Error, printed: &Printed) -> Outcome {
                         .func_name()
                         .map(|n| format!("{:#}", rustc_demangle::demangle(n)))
                         .unwrap_or_else(|| format!("func[{}]", f.func_index()));
-                    match f.module().name() {
+                    // Both names come from the plugin's own name section.
+                    let frame = match f.module().name() {
                         Some(module) => format!("{module}!{func}"),
                         None => func,
-                    }
+                    };
+                    PluginText::new(&frame).into_string()
                 })
                 .collect()
         })

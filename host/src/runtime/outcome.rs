@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::plugin::text::PluginText;
 use crate::policy::Denial;
 
 /// What one call used of its budgets, for the operator's metrics.
@@ -15,6 +16,52 @@ pub struct Usage {
     pub fuel: Option<u64>,
     /// Whether the call ran so long that it was moved to the low-priority lane.
     pub demoted: bool,
+    /// Every host call of the call that was denied, by verb. The outcome names only the
+    /// first; `wasmop_host_calls_denied_total` counts them all.
+    pub denied: Denials,
+}
+
+/// Denied host calls of one call, counted by the verb the denial names: the seven
+/// [`Verb`](crate::plugin::Verb)s and `emit-event`, a fixed set, so the counts are a small array and the metric's
+/// `verb` label stays bounded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Denials {
+    counts: [u32; DENIED_VERBS.len()],
+}
+
+/// The verbs a denial can name, in the order [`Denials`] counts them.
+const DENIED_VERBS: [&str; 8] = [
+    "get",
+    "list",
+    "create",
+    "patch",
+    "apply",
+    "delete",
+    "patch-status",
+    "emit-event",
+];
+
+impl Denials {
+    /// Counts one denial of `verb` (a verb's name or `emit-event`; any other name is counted
+    /// as `get`, the check `emit-event` is made with, so that no denial goes uncounted).
+    pub fn add(&mut self, verb: &str) {
+        let at = DENIED_VERBS.iter().position(|v| *v == verb).unwrap_or(0);
+        self.counts[at] = self.counts[at].saturating_add(1);
+    }
+
+    /// How many calls were denied.
+    pub fn total(&self) -> u32 {
+        self.counts.iter().fold(0, |a, n| a.saturating_add(*n))
+    }
+
+    /// The verbs with at least one denial, and how many.
+    pub fn by_verb(&self) -> impl Iterator<Item = (&'static str, u32)> + '_ {
+        DENIED_VERBS
+            .iter()
+            .zip(self.counts)
+            .filter(|(_, n)| *n > 0)
+            .map(|(v, n)| (*v, n))
+    }
 }
 
 /// What to do after a successful call.
@@ -62,15 +109,16 @@ pub enum Outcome {
     PluginError {
         /// Retryable or permanent.
         kind: PluginErrorKind,
-        /// The plugin's message.
-        message: String,
+        /// The plugin's message, escaped.
+        message: PluginText,
     },
     /// The guest trapped (a panic, `unreachable`, a stack overflow, a host-call misuse).
     Trap {
         /// What happened, including the guest's last stderr line when there is one (a Rust
-        /// panic message lands there).
+        /// panic message lands there), escaped where the plugin wrote it.
         message: String,
-        /// The innermost wasm frames, innermost first.
+        /// The innermost wasm frames, innermost first (their names come from the plugin's
+        /// name section, escaped).
         backtrace: Vec<String>,
     },
     /// The call ran out of time or fuel.

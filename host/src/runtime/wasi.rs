@@ -23,6 +23,11 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder};
 
+use crate::plugin::text::Escaped;
+/// `text` cut to at most `cap` bytes at a character boundary (it lives beside the escaping
+/// that follows every cut of a plugin's text).
+pub use crate::plugin::text::cut;
+
 /// A wall clock stopped at one instant.
 struct FixedClock(Duration);
 
@@ -263,13 +268,24 @@ impl Captured {
     }
 }
 
-/// Forwards what a call printed to tracing, one event per line, cut at `line_cap` bytes.
+/// Forwards what a call printed to tracing, one event per line, cut at `line_cap` bytes and
+/// escaped (a carriage return or escape sequence inside a line stays on it, visibly).
 pub fn forward(printed: &Printed, plugin: &str, line_cap: usize) {
     for line in printed.stdout.lines().filter(|l| !l.is_empty()) {
-        tracing::info!(plugin, stream = "stdout", "{}", cut(line, line_cap));
+        tracing::info!(
+            plugin,
+            stream = "stdout",
+            "{}",
+            Escaped(cut(line, line_cap))
+        );
     }
     for line in printed.stderr.lines().filter(|l| !l.is_empty()) {
-        tracing::warn!(plugin, stream = "stderr", "{}", cut(line, line_cap));
+        tracing::warn!(
+            plugin,
+            stream = "stderr",
+            "{}",
+            Escaped(cut(line, line_cap))
+        );
     }
     if printed.dropped > 0 {
         tracing::warn!(
@@ -278,18 +294,6 @@ pub fn forward(printed: &Printed, plugin: &str, line_cap: usize) {
             "plugin output over the cap was dropped"
         );
     }
-}
-
-/// `text` cut to at most `cap` bytes at a character boundary.
-pub fn cut(text: &str, cap: usize) -> &str {
-    if text.len() <= cap {
-        return text;
-    }
-    let mut end = cap;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[cfg(test)]

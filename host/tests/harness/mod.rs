@@ -108,6 +108,15 @@ pub async fn install_rbac(env: &TestEnv) {
         .expect("the host's namespaced RBAC applies in the test namespace");
 }
 
+/// The host's log format (`logFormat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// One JSON object per line (what most tests read).
+    Json,
+    /// Human-readable lines, the host's default.
+    Text,
+}
+
 /// A running `wasmop run`.
 pub struct Host {
     child: tokio::process::Child,
@@ -133,6 +142,18 @@ impl Host {
         plugins: &[&str],
         sources: &[&str],
         config: &str,
+    ) -> Host {
+        Self::start_logging(env, plugins, sources, config, LogFormat::Json).await
+    }
+
+    /// [`Host::start_with_sources`] logging in `format`. With [`LogFormat::Text`],
+    /// [`Host::lines`] finds nothing: read [`Host::log_text`].
+    pub async fn start_logging(
+        env: &TestEnv,
+        plugins: &[&str],
+        sources: &[&str],
+        config: &str,
+        format: LogFormat,
     ) -> Host {
         install_rbac(env).await;
         let kubeconfig = env
@@ -173,10 +194,14 @@ impl Host {
         }
         let file = dir.path().join("wasmop.yaml");
         let text = format!(
-            "sources: [{{directory: {}}}{}]\nnamespace: {}\nlogFormat: json\nmetricsAddress: 127.0.0.1:0\nhealthAddress: 127.0.0.1:0\n{config}",
+            "sources: [{{directory: {}}}{}]\nnamespace: {}\nlogFormat: {}\nmetricsAddress: 127.0.0.1:0\nhealthAddress: 127.0.0.1:0\n{config}",
             plugin_dir.display(),
             sources.iter().map(|s| format!(", {s}")).collect::<String>(),
-            env.namespace()
+            env.namespace(),
+            match format {
+                LogFormat::Json => "json",
+                LogFormat::Text => "text",
+            }
         );
         tokio::fs::write(&file, text).await.expect("config");
         let log = dir.path().join("wasmop.log");
@@ -202,6 +227,13 @@ impl Host {
             health: String::new(),
             _dir: dir,
         };
+        if format == LogFormat::Text {
+            host.metrics = host.wait_text_address("serving /metrics").await;
+            host.health = host
+                .wait_text_address("serving /healthz, /readyz and /status")
+                .await;
+            return host;
+        }
         let line = host
             .wait_log("the metrics server to listen", |l| {
                 message(l) == "serving /metrics"
@@ -215,6 +247,31 @@ impl Host {
             .await;
         host.health = line["fields"]["address"].as_str().unwrap().to_owned();
         host
+    }
+
+    /// The `address=` field of the text log line with `message`.
+    async fn wait_text_address(&mut self, message: &str) -> String {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let found = self.log_text().lines().find_map(|l| {
+                l.contains(message)
+                    .then(|| {
+                        l.split_whitespace()
+                            .find_map(|w| w.strip_prefix("address="))
+                    })
+                    .flatten()
+                    .map(str::to_owned)
+            });
+            if let Some(address) = found {
+                return address;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for `{message}`; log:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// The probe server's address (`127.0.0.1:port`).

@@ -1,12 +1,14 @@
 //! `wasmop:plugin/events`: Kubernetes Events on objects the plugin may read. Reason and
 //! action are cut at 128 bytes and the note at 1024, as the WIT promises (and as the
-//! events.k8s.io API would reject longer ones).
+//! events.k8s.io API would reject longer ones), and all three are escaped as every plugin
+//! text is ([`PluginText`]).
 
 use super::wit::events::{Event as WitEvent, EventType as WitEventType, Host};
 use super::wit::types::KubeError;
 use super::{from_wit_ref, ref_len, to_wit_error};
 use crate::cluster::{Event, EventType};
 use crate::plugin::Verb;
+use crate::plugin::text::PluginText;
 use crate::runtime::call::CallState;
 use crate::runtime::wasi::cut;
 
@@ -14,6 +16,13 @@ use crate::runtime::wasi::cut;
 const SHORT_FIELD_BYTES: usize = 128;
 /// Longest `note` the Events API accepts.
 const NOTE_BYTES: usize = 1024;
+
+/// A plugin's Event text, escaped (`kubectl describe` shows it on the operator's terminal,
+/// and the host's log quotes the reason) and within `cap` bytes before and after escaping.
+/// An escape cut at the end shows as a partial escape, never as a raw character.
+fn shown(text: &str, cap: usize) -> String {
+    cut(PluginText::cut(text, cap).as_str(), cap).to_owned()
+}
 
 impl Host for CallState {
     async fn emit(&mut self, e: WitEvent) -> wasmtime::Result<Result<(), KubeError>> {
@@ -38,9 +47,9 @@ impl Host for CallState {
                 WitEventType::Normal => EventType::Normal,
                 WitEventType::Warning => EventType::Warning,
             },
-            reason: cut(&e.reason, SHORT_FIELD_BYTES).to_owned(),
-            action: cut(&e.action, SHORT_FIELD_BYTES).to_owned(),
-            note: cut(&e.note, NOTE_BYTES).to_owned(),
+            reason: shown(&e.reason, SHORT_FIELD_BYTES),
+            action: shown(&e.action, SHORT_FIELD_BYTES),
+            note: shown(&e.note, NOTE_BYTES),
         };
         Ok(cluster
             .emit_event(event, self.host.plugin())

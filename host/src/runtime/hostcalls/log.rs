@@ -1,8 +1,11 @@
 //! `wasmop:plugin/log`: plugin log lines into the host's tracing, tagged with the plugin and
 //! the object. Lines are cut at the per-line cap; after the per-call line cap they are
-//! counted and dropped. Every byte counts against the per-call host-bytes cap.
+//! counted and dropped. Every byte counts against the per-call host-bytes cap. A line is
+//! escaped ([`Escaped`]) when it is written, so one `log` call is one line in either log
+//! format, whatever it holds.
 
 use super::wit::log::{Host, Level};
+use crate::plugin::text::Escaped;
 use crate::runtime::call::CallState;
 use crate::runtime::wasi::cut;
 
@@ -12,7 +15,8 @@ impl Host for CallState {
         if !self.host.take_log_line() {
             return Ok(());
         }
-        let line = cut(&message, self.host.log_line_bytes());
+        // Escaped only if the line is enabled: `Escaped` formats when the event is written.
+        let line = Escaped(cut(&message, self.host.log_line_bytes()));
         let plugin = self.host.plugin().as_str();
         let object = self
             .host
