@@ -38,7 +38,7 @@
 //! tieredCompilation: true
 //! # A call whose guest code computes this long moves to nice-19 threads (default 50ms; 0s = never).
 //! demoteAfter: 50ms
-//! # How long a plugin's `describe` may run at load (default 1s; never more than the deadline).
+//! # How long a plugin's `describe` may run at load (default 1s, at most 5m).
 //! describeDeadline: 1s
 //! # The host's own namespace, where it records plugins' finalizers (default: $POD_NAMESPACE,
 //! # else wasmop-system).

@@ -6,7 +6,7 @@
 //! A `describe` that loops would otherwise hold a load's place for the call deadline (10 s
 //! by default) while healthy plugins wait behind it. So `describe` gets
 //! [`RuntimeConfig::describe_deadline`](super::RuntimeConfig::describe_deadline) (1 s by
-//! default, and never more than the call deadline), does not count against the loads that
+//! default) instead of the call deadline, does not count against the loads that
 //! compile at once (see `loader`), and describes together take at most half the instance
 //! slots, so reconciles keep the other half however many plugins arrive at once.
 
@@ -40,7 +40,7 @@ pub async fn describe(
     let Ok(_slot) = runtime.inner.slots.acquire().await else {
         unreachable!("the instance-slot semaphore is never closed");
     };
-    let deadline = runtime.inner.config.describe_deadline.min(limits.deadline);
+    let deadline = runtime.inner.config.describe_deadline;
     // The epoch callback and the error report use describe's deadline, not the call's.
     let limits = &Limits {
         deadline,

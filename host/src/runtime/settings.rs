@@ -119,7 +119,7 @@ pub struct RuntimeConfig {
     /// host call, for a worker) does not count. Off by default (a tool that runs one call
     /// has nothing to protect); `wasmop run` takes it from the host config (50 ms).
     pub demote_after: Option<Duration>,
-    /// Wall-clock time `describe` gets at load, at most the call deadline. 1 s by default: a
+    /// Wall-clock time `describe` gets at load, instead of the call deadline. 1 s by default: a
     /// real `describe` returns a literal record in microseconds, and a component that starts
     /// an interpreter first (CPython) takes tens of ms; a `describe` that loops is refused
     /// after this instead of the call deadline, so it cannot hold a load up for long.
