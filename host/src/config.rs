@@ -127,6 +127,9 @@ pub struct Config {
     /// Guest computing after which a call moves to the low-priority lane (threads at nice
     /// 19); `None` never moves one.
     pub demote_after: Option<Duration>,
+    /// Wall-clock time a plugin's `describe` gets at load (default 1 s, at most
+    /// [`MAX_DEADLINE`]); see [`crate::runtime::RuntimeConfig::describe_deadline`].
+    pub describe_deadline: Duration,
     /// The host's own namespace.
     pub namespace: String,
     /// How long a recorded plugin may be missing before its finalizers are released.
@@ -245,6 +248,20 @@ impl Config {
                 (!d.is_zero()).then_some(d)
             }
         };
+        let describe_deadline = match raw.describe_deadline.as_deref() {
+            None => crate::runtime::DEFAULT_DESCRIBE_DEADLINE,
+            Some(text) => {
+                let field = "describeDeadline";
+                let d = parse_duration(text).map_err(|source| ConfigError::Unit {
+                    field: field.into(),
+                    source,
+                })?;
+                if d.is_zero() || d > MAX_DEADLINE {
+                    return Err(value_error(field, format!("`{text}` is outside 1ms..=5m")));
+                }
+                d
+            }
+        };
         let log_format = match raw.log_format.as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
@@ -333,6 +350,7 @@ impl Config {
             precompiled_directory: raw.precompiled_directory.map(PathBuf::from),
             tiered_compilation: raw.tiered_compilation.unwrap_or(true),
             demote_after,
+            describe_deadline,
             namespace,
             orphaned_finalizer_grace,
             kubeconfig,
@@ -379,7 +397,8 @@ impl Config {
             .limits(limits)
             .consume_fuel(self.any_fuel_budget())
             .tiered(self.tiered_compilation)
-            .demote_after(self.demote_after);
+            .demote_after(self.demote_after)
+            .describe_deadline(self.describe_deadline);
         if let Some(dir) = &self.cache_directory {
             config = config.cache_dir(dir);
         }
@@ -696,6 +715,17 @@ mod tests {
             Some(Duration::from_millis(10))
         );
         let never = parse("demoteAfter: 0s\n").expect("valid");
+        assert_eq!(
+            default.describe_deadline,
+            crate::runtime::DEFAULT_DESCRIBE_DEADLINE
+        );
+        let short = parse("describeDeadline: 200ms\n").expect("valid");
+        assert_eq!(
+            short.runtime_config().describe_deadline,
+            Duration::from_millis(200)
+        );
+        let err = parse("describeDeadline: 0s\n").expect_err("zero");
+        assert!(err.to_string().contains("describeDeadline"), "{err}");
         assert_eq!(never.runtime_config().demote_after, None);
         let err = parse("demoteAfter: soon\n").expect_err("not a duration");
         let text = format!("{:#}", anyhow::Error::from(err));

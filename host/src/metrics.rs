@@ -34,7 +34,7 @@ use prometheus_client::registry::Registry;
 
 use self::labels::{
     CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, LoadLabels, NameLabels,
-    OutcomeLabels, PluginLabels, ReloadLabels, ResultLabels, StateLabels,
+    OutcomeLabels, PluginLabels, ReloadLabels, ResultLabels, Said, StateLabels,
 };
 use crate::http::Reply;
 use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
@@ -519,7 +519,7 @@ impl Metrics {
         self.plugin_info
             .get_or_create(&InfoLabels {
                 plugin: plugin.to_owned(),
-                version: version.to_owned(),
+                version: Said(version.to_owned()),
                 digest: digest.to_owned(),
             })
             .set(1);
@@ -535,7 +535,7 @@ impl Metrics {
     pub fn plugin_unloaded(&self, plugin: &str, version: &str, digest: &str) {
         self.plugin_info.remove(&InfoLabels {
             plugin: plugin.to_owned(),
-            version: version.to_owned(),
+            version: Said(version.to_owned()),
             digest: digest.to_owned(),
         });
     }
@@ -852,6 +852,26 @@ mod tests {
             m.render()
                 .contains(r#"leader_election_master_status{name="wasmop-leader"} 0"#)
         );
+    }
+
+    #[test]
+    fn a_forged_version_stays_one_label_value() {
+        let m = Metrics::new();
+        let forged = "1\"} 1\n# HELP wasmop_forged x\nwasmop_forged 1\n";
+        m.plugin_loaded("p", forged, "sha256:abc", Duration::from_millis(3), false);
+        let text = m.render();
+        assert!(
+            text.contains(
+                r#"wasmop_plugin_info{plugin="p",version="1\"} 1\n# HELP wasmop_forged x\nwasmop_forged 1\n",digest="sha256:abc"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.lines().any(|l| l.starts_with("wasmop_forged")),
+            "{text}"
+        );
+        m.plugin_unloaded("p", forged, "sha256:abc");
+        assert!(!m.render().contains("wasmop_plugin_info{"));
     }
 
     #[test]

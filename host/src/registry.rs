@@ -56,12 +56,6 @@ use crate::source::{Source, Update};
 /// finalizers are orphaned: a ConfigMap source needs one list from the API.
 const FIRST_CONTENT_WAIT: Duration = Duration::from_secs(30);
 
-/// Versions loaded at once: one per CPU keeps every core busy at start-up while bounding the
-/// memory of cold compilations (each of which Cranelift already spreads over the cores).
-fn parallel_loads() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
 /// Where a component is: a source (by position) and its key there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Origin {
@@ -300,17 +294,16 @@ impl Registry {
                 }
             }
         }
-        // The new versions load at once, up to one per CPU (compiling or mapping on the
-        // blocking pool, `describe` on the async workers), and are offered in source order as
-        // their loads end: a plugin starts while later ones still load, and precedence among
-        // duplicates stays the source order.
-        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(parallel_loads()));
+        // The new versions load at once (the runtime compiles or maps up to one per CPU on
+        // the blocking pool; `describe` runs on the async workers under its own short
+        // deadline, outside that limit, so a looping one holds no other load up), and are
+        // offered in source order as their loads end: a plugin starts while later ones still
+        // load, and precedence among duplicates stays the source order.
         let loads: Vec<_> = new
             .into_iter()
             .map(|(origin, digest, component)| {
-                let (runtime, permits) = (self.runtime.clone(), permits.clone());
+                let runtime = self.runtime.clone();
                 let load = tokio::spawn(async move {
-                    let _permit = permits.acquire_owned().await;
                     runtime
                         .load(component.content, LoadOptions::default())
                         .await

@@ -36,11 +36,16 @@ use wasmtime::component::Linker;
 
 pub use self::cache::CacheError;
 use self::call::CallState;
-pub use self::describe::DeclarationError;
+pub use self::describe::{
+    DeclarationError, MAX_OWNS, MAX_PERMISSION_NAMESPACES, MAX_PERMISSIONS, MAX_VERBS,
+    MAX_VERSION_LEN, MAX_WATCHES,
+};
 pub use self::engine::{AllocatorMode, EngineError};
 pub use self::loader::{LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, Denials, LimitKind, Outcome, PluginErrorKind, Usage};
-pub use self::settings::{AllocatorChoice, Compiler, Limits, RuntimeConfig};
+pub use self::settings::{
+    AllocatorChoice, Compiler, DEFAULT_DESCRIBE_DEADLINE, Limits, RuntimeConfig,
+};
 pub use self::tiered::TieringStats;
 use crate::cluster::{Cluster, ObjectRef};
 use crate::plugin::{ComponentBytes, Digest, PluginInfo};
@@ -65,6 +70,12 @@ struct RuntimeInner {
     /// One permit per instance that may exist at once: the pooling allocator has exactly
     /// `concurrency` slots, and a call that found none free would fail instead of waiting.
     slots: Arc<tokio::sync::Semaphore>,
+    /// `describe` calls that may run at once: half the instance slots (at least one), so
+    /// that plugins arriving together, looping or not, leave reconciles the other half.
+    describing: tokio::sync::Semaphore,
+    /// Loads that compile (or map an artefact) at once: one per CPU keeps every core busy
+    /// while bounding the memory of cold compilations. `describe` runs outside it.
+    compiling: tokio::sync::Semaphore,
     linker: Linker<CallState>,
     mode: AllocatorMode,
     cache: Option<cache::ArtefactCache>,
@@ -102,6 +113,10 @@ impl Runtime {
             inner: Arc::new(RuntimeInner {
                 engine,
                 slots: Arc::new(tokio::sync::Semaphore::new(config.concurrency as usize)),
+                describing: tokio::sync::Semaphore::new((config.concurrency as usize / 2).max(1)),
+                compiling: tokio::sync::Semaphore::new(
+                    std::thread::available_parallelism().map_or(1, usize::from),
+                ),
                 linker,
                 mode,
                 cache,

@@ -248,7 +248,14 @@ fn set_error(p: &mut PluginStatus, mut error: String) {
     p.last_error_at = Some(Timestamp::now().to_string());
 }
 
-/// The snapshot as an operator reads it: one line for the host, one row per plugin.
+/// A cell as a terminal may show it: the snapshot may come from any host, and last errors
+/// quote what plugins said, so no newline or escape sequence passes raw (see [`crate::shown`]).
+fn shown(s: &str) -> String {
+    crate::shown::terminal(s).into_owned()
+}
+
+/// The snapshot as an operator reads it: one line for the host, one row per plugin; every
+/// string escaped for the terminal.
 pub fn render(s: &Snapshot) -> String {
     let leadership = match s.leadership {
         Leadership::Disabled => "leader election off",
@@ -268,9 +275,9 @@ pub fn render(s: &Snapshot) -> String {
         .iter()
         .map(|(name, p)| {
             [
-                name.clone(),
-                p.version.clone(),
-                p.digest.clone(),
+                shown(name),
+                shown(&p.version),
+                shown(&p.digest),
                 serde_json::to_value(p.state)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
@@ -307,6 +314,7 @@ pub fn render(s: &Snapshot) -> String {
     for (name, p) in &s.plugins {
         if let Some(e) = &p.last_error {
             let at = p.last_error_at.as_deref().unwrap_or("");
+            let (name, at, e) = (shown(name), shown(at), shown(e));
             out.push_str(&format!("last error of {name} ({at}): {e}\n"));
         }
     }
@@ -384,5 +392,28 @@ mod tests {
         let json = serde_json::to_string(&s.snapshot()).expect("json");
         let back: Snapshot = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, s.snapshot());
+    }
+
+    #[test]
+    fn the_table_shows_no_raw_control_character_from_a_plugin() {
+        let s = Status::new(Leadership::Leader);
+        s.loaded(
+            "a",
+            "1\nb  9.9  sha256:forged  running\u{1b}[2J",
+            "sha256:1234",
+        );
+        s.record(
+            "a",
+            State::Failed,
+            Some("boom\r\nlast error of b: \u{202e}x".into()),
+        );
+        let text = render(&s.snapshot());
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(
+            !text
+                .chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{text}"
+        );
     }
 }

@@ -25,7 +25,14 @@ pub struct RawCheck {
 }
 
 fn gvk(g: &kube::core::GroupVersionKind) -> String {
-    format!("{} {}", g.api_version(), g.kind)
+    shown(&format!("{} {}", g.api_version(), g.kind))
+}
+
+/// What the plugin declared, as a terminal may show it. `describe` validates every field, so
+/// this changes nothing in a loaded plugin's summary; it keeps a field a validator might miss
+/// from writing escape sequences or rows to the operator's terminal.
+fn shown(s: &str) -> String {
+    crate::shown::terminal(s).into_owned()
 }
 
 /// The human-readable summary `check` prints.
@@ -60,10 +67,10 @@ pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -
     );
     let _ = writeln!(out, "engine:      {engine}");
     let _ = writeln!(out, "name:        {name}");
-    let _ = writeln!(out, "version:     {version}");
+    let _ = writeln!(out, "version:     {}", shown(version));
     let _ = write!(out, "primary:     {}", gvk(primary));
     if let Some(s) = primary_selector {
-        let _ = write!(out, " (selector: {s})");
+        let _ = write!(out, " (selector: {})", shown(s));
     }
     let _ = writeln!(out);
     let _ = writeln!(
@@ -74,13 +81,17 @@ pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -
     let watches = watches.iter().map(|w| {
         let mapping = match &w.mapping {
             Mapping::SameName => "same name".to_owned(),
-            Mapping::Label(l) => format!("label {l}"),
-            Mapping::Annotation(a) => format!("annotation {a}"),
+            Mapping::Label(l) => format!("label {}", shown(l)),
+            Mapping::Annotation(a) => format!("annotation {}", shown(a)),
             Mapping::AllInNamespace => "all in namespace".to_owned(),
             Mapping::All => "all".to_owned(),
         };
         match &w.selector {
-            Some(s) => format!("{} (selector: {s}; maps by {mapping})", gvk(&w.kind)),
+            Some(s) => format!(
+                "{} (selector: {}; maps by {mapping})",
+                gvk(&w.kind),
+                shown(s)
+            ),
             None => format!("{} (maps by {mapping})", gvk(&w.kind)),
         }
     });
@@ -88,7 +99,7 @@ pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -
     let _ = writeln!(
         out,
         "finalizer:   {}",
-        finalizer.as_deref().unwrap_or("none")
+        shown(finalizer.as_deref().unwrap_or("none"))
     );
     let permissions = permissions.iter().map(|p| {
         let verbs: Vec<String> = p.verbs.iter().map(ToString::to_string).collect();
@@ -98,7 +109,11 @@ pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -
         } else {
             format!(" in {}", p.namespaces.join(", "))
         };
-        format!("{} on {group}/{}{scope}", verbs.join(", "), p.kind)
+        shown(&format!(
+            "{} on {group}/{}{scope}",
+            verbs.join(", "),
+            p.kind
+        ))
     });
     let _ = writeln!(out, "permissions: {}", list(permissions));
     let _ = writeln!(out, "grants:");

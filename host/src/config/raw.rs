@@ -38,6 +38,8 @@
 //! tieredCompilation: true
 //! # A call whose guest code computes this long moves to nice-19 threads (default 50ms; 0s = never).
 //! demoteAfter: 50ms
+//! # How long a plugin's `describe` may run at load (default 1s, at most 5m).
+//! describeDeadline: 1s
 //! # The host's own namespace, where it records plugins' finalizers (default: $POD_NAMESPACE,
 //! # else wasmop-system).
 //! namespace: wasmop-system
@@ -107,6 +109,8 @@ pub struct RawConfig {
     /// Guest computing after which a call is demoted to the low-priority lane, as a duration
     /// (`0s`: never).
     pub demote_after: Option<String>,
+    /// How long `describe` may run at load, as a duration.
+    pub describe_deadline: Option<String>,
     /// The host's own namespace.
     pub namespace: Option<String>,
     /// Grace period before a missing plugin's finalizers are released.

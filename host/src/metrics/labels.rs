@@ -1,7 +1,20 @@
 //! The label sets of the host's metrics. Every value is bounded: plugin names, verbs,
 //! outcome and cause labels, states, versions and digests of loaded plugins, Lease names.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+
+/// A label value a plugin chose (its version): written escaped as the text format requires,
+/// because prometheus-client 0.24 writes label values as they are, and a `"` or newline in one
+/// would end the series and start a forged one. `describe` already refuses such versions;
+/// this keeps the page parseable whatever reaches it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub(super) struct Said(pub(super) String);
+
+impl EncodeLabelValue for Said {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, &crate::shown::label_value(&self.0))
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ControllerLabels {
@@ -58,7 +71,7 @@ pub(super) struct CauseLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct InfoLabels {
     pub(super) plugin: String,
-    pub(super) version: String,
+    pub(super) version: Said,
     pub(super) digest: String,
 }
 

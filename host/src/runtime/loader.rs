@@ -372,7 +372,11 @@ pub async fn load(
     let digest = component.digest();
     // Kept for the background Cranelift compilation of a tiered load.
     let bytes = Arc::new(component.into_bytes());
-    // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads.
+    // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads,
+    // and only as many at once as there are CPUs. The permit ends before `describe`.
+    let Ok(compiling) = runtime.inner.compiling.acquire().await else {
+        unreachable!("the compile semaphore is never closed");
+    };
     let task = match runtime.inner.ahead.take(&digest) {
         Some(started) => started,
         None => {
@@ -382,6 +386,7 @@ pub async fn load(
         }
     };
     let (component, stats) = task.await.map_err(LoadError::Task)??;
+    drop(compiling);
     let inner = &runtime.inner;
     // The main engine's code, or the Winch engine's (a tiered load without an artefact).
     let baseline = !Engine::same(component.engine(), &inner.engine);

@@ -73,6 +73,9 @@ impl Default for Limits {
     }
 }
 
+/// The default [`RuntimeConfig::describe_deadline`].
+pub const DEFAULT_DESCRIBE_DEADLINE: Duration = Duration::from_secs(1);
+
 /// How the runtime is set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeConfig {
@@ -116,6 +119,11 @@ pub struct RuntimeConfig {
     /// host call, for a worker) does not count. Off by default (a tool that runs one call
     /// has nothing to protect); `wasmop run` takes it from the host config (50 ms).
     pub demote_after: Option<Duration>,
+    /// Wall-clock time `describe` gets at load, instead of the call deadline. 1 s by default: a
+    /// real `describe` returns a literal record in microseconds, and a component that starts
+    /// an interpreter first (CPython) takes tens of ms; a `describe` that loops is refused
+    /// after this instead of the call deadline, so it cannot hold a load up for long.
+    pub describe_deadline: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -132,6 +140,7 @@ impl Default for RuntimeConfig {
             compiler: Compiler::Cranelift,
             tiered: false,
             demote_after: None,
+            describe_deadline: DEFAULT_DESCRIBE_DEADLINE,
         }
     }
 }
@@ -217,6 +226,12 @@ impl RuntimeConfig {
     #[must_use]
     pub fn demote_after(mut self, after: Option<Duration>) -> Self {
         self.demote_after = after;
+        self
+    }
+
+    /// Sets how long `describe` may run at load (see [`Self::describe_deadline`]).
+    pub fn describe_deadline(mut self, deadline: Duration) -> Self {
+        self.describe_deadline = deadline;
         self
     }
 

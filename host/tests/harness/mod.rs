@@ -160,7 +160,7 @@ impl Host {
             .kubeconfig_for(&Identity::service_account(HOST_NAMESPACE, HOST_ACCOUNT))
             .await
             .expect("host kubeconfig");
-        Self::start_with_kubeconfig(env, plugins, sources, config, kubeconfig).await
+        Self::start_with_kubeconfig(env, plugins, sources, config, format, kubeconfig).await
     }
 
     /// [`Host::start`] as [`broad_user`]: a member of `system:masters`, whom RBAC lets do
@@ -171,7 +171,7 @@ impl Host {
             .kubeconfig_for(&Identity::user(broad_user(env), &["system:masters"]))
             .await
             .expect("broad host kubeconfig");
-        Self::start_with_kubeconfig(env, plugins, &[], config, kubeconfig).await
+        Self::start_with_kubeconfig(env, plugins, &[], config, LogFormat::Json, kubeconfig).await
     }
 
     async fn start_with_kubeconfig(
@@ -179,6 +179,7 @@ impl Host {
         plugins: &[&str],
         sources: &[&str],
         config: &str,
+        format: LogFormat,
         kubeconfig: PathBuf,
     ) -> Host {
         let dir = tempfile::tempdir().expect("tempdir");
