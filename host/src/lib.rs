@@ -21,8 +21,8 @@
 //!   `/metrics` (over [`http`]).
 //! - [`leader`] elects one active host over a Lease; [`health`] serves `/healthz`, `/readyz`
 //!   and `/status` from [`status`]; [`shutdown`] is the graceful shutdown sequence.
-//! - [`cli`] is the `wasmop` command line; [`shown`] escapes plugin text for terminals and
-//!   metrics.
+//! - [`cli`] is the `wasmop` command line; [`plugin::text`] escapes what a plugin said for
+//!   logs, terminals and Events.
 
 pub mod cli;
 pub mod cluster;
@@ -41,7 +41,6 @@ pub mod plugin;
 pub mod policy;
 pub mod registry;
 pub mod runtime;
-pub mod shown;
 pub mod shutdown;
 pub mod source;
 pub mod status;

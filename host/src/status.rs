@@ -249,9 +249,9 @@ fn set_error(p: &mut PluginStatus, mut error: String) {
 }
 
 /// A cell as a terminal may show it: the snapshot may come from any host, and last errors
-/// quote what plugins said, so no newline or escape sequence passes raw (see [`crate::shown`]).
+/// quote what plugins said, so no newline or escape sequence passes raw (see [`crate::plugin::text`]).
 fn shown(s: &str) -> String {
-    crate::shown::terminal(s).into_owned()
+    crate::plugin::text::PluginText::new(s).into_string()
 }
 
 /// The snapshot as an operator reads it: one line for the host, one row per plugin; every

@@ -32,7 +32,7 @@ fn gvk(g: &kube::core::GroupVersionKind) -> String {
 /// this changes nothing in a loaded plugin's summary; it keeps a field a validator might miss
 /// from writing escape sequences or rows to the operator's terminal.
 fn shown(s: &str) -> String {
-    crate::shown::terminal(s).into_owned()
+    crate::plugin::text::PluginText::new(s).into_string()
 }
 
 /// The human-readable summary `check` prints.

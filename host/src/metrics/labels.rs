@@ -1,6 +1,8 @@
 //! The label sets of the host's metrics. Every value is bounded: plugin names, verbs,
 //! outcome and cause labels, states, versions and digests of loaded plugins, Lease names.
 
+use std::borrow::Cow;
+
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 
 /// A label value a plugin chose (its version): written escaped as the text format requires,
@@ -12,8 +14,27 @@ pub(super) struct Said(pub(super) String);
 
 impl EncodeLabelValue for Said {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        std::fmt::Write::write_str(encoder, &crate::shown::label_value(&self.0))
+        std::fmt::Write::write_str(encoder, &label_value(&self.0))
     }
+}
+
+/// `s` as the Prometheus text exposition format wants a label value between its quotes: `\`,
+/// `"` and newline escaped as `\\`, `\"` and `\n` (prometheus-client 0.24 writes label values
+/// as they are). Other characters are legal in a label value and left alone.
+fn label_value(s: &str) -> Cow<'_, str> {
+    if !s.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -85,4 +106,15 @@ pub(super) struct LoadLabels {
 pub(super) struct ReloadLabels {
     pub(super) plugin: String,
     pub(super) result: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped_as_the_exposition_format_says() {
+        assert!(matches!(label_value("1.2.0"), Cow::Borrowed(_)));
+        assert_eq!(label_value("1\"} 1\n# HELP x\\"), "1\\\"} 1\\n# HELP x\\\\");
+    }
 }
