@@ -15,8 +15,10 @@
 //! wasmop's own are prefixed `wasmop_` (host calls by verb and outcome are counted by
 //! [`crate::controller::counted`]; `wasmop_plugin_memory_peak_bytes` and
 //! `wasmop_plugin_fuel_consumed_total` and `wasmop_plugin_calls_demoted_total` come from each
-//! call's [`Usage`]). Labels are bounded: plugin names, verbs, outcome and
-//! cause labels, states, versions and digests of loaded plugins — never object names.
+//! call's [`Usage`]; `wasmop_watch_objects_skipped_total{kind}` counts the objects a shared
+//! watch could not decode, see [`crate::watches`]). Labels are bounded: plugin names, verbs, outcome and
+//! cause labels, states, versions and digests of loaded plugins, watched kinds — never object
+//! names.
 
 mod labels;
 
@@ -31,8 +33,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use self::labels::{
-    CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, LoadLabels, NameLabels,
-    OutcomeLabels, PluginLabels, ReloadLabels, ResultLabels, StateLabels,
+    CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, KindLabels, LoadLabels,
+    NameLabels, OutcomeLabels, PluginLabels, ReloadLabels, ResultLabels, StateLabels,
 };
 use crate::http::Reply;
 use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
@@ -107,6 +109,7 @@ pub struct Metrics {
     fuel: Family<PluginLabels, Counter>,
     demoted: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
+    watch_skipped: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -299,6 +302,13 @@ impl Metrics {
              rejected, removed); `unknown` when a rejected component never said its name",
             reloads.clone(),
         );
+        let watch_skipped = Family::<KindLabels, Counter>::default();
+        r.register(
+            "wasmop_watch_objects_skipped",
+            "Objects (list items and watch events) a shared watch could not decode and skipped, \
+             per watched kind",
+            watch_skipped.clone(),
+        );
         Self {
             registry: Arc::new(r),
             reconciles,
@@ -328,6 +338,7 @@ impl Metrics {
             fuel,
             demoted,
             reloads,
+            watch_skipped,
         }
     }
 
@@ -538,6 +549,16 @@ impl Metrics {
                 plugin: plugin.to_owned(),
                 verb: verb.to_owned(),
                 outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one object a shared watch of `kind` (`apiVersion/Kind`, from discovery) skipped
+    /// because it does not decode.
+    pub fn watch_object_skipped(&self, kind: &str) {
+        self.watch_skipped
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
             })
             .inc();
     }
