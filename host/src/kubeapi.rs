@@ -97,7 +97,7 @@ impl KubeCluster {
         };
         // Each item on its own, at any depth; one that does not decode is skipped and
         // reported as a watch would skip it.
-        let page = listwatch::page(&text, &types, self.watches.skipped()).map_err(|e| {
+        let page = listwatch::page(&text, &types, Some(self.watches.skipped())).map_err(|e| {
             ClusterError::Other(format!(
                 "cannot read the list of {}: {}",
                 resolved.resource.kind,

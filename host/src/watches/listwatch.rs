@@ -179,7 +179,7 @@ impl ListWatch {
                 .await
                 .map_err(ListWatchError::List)?;
             backoff.reset();
-            let page = page(&text, &self.types, &self.skipped)?;
+            let page = page(&text, &self.types, Some(&self.skipped))?;
             for obj in page.objects {
                 deliver(Event::InitApply(obj));
             }
@@ -397,17 +397,24 @@ pub fn raw_page(text: &str) -> Result<RawPage<'_>, ListWatchError> {
 }
 
 /// Reads the list page `text`: each item on its own, those that do not decode skipped and
-/// reported to `skipped`.
-pub fn page(text: &str, types: &TypeMeta, skipped: &Skipped) -> Result<Page, ListWatchError> {
+/// reported to `skipped` (none: only logged, without their content).
+pub fn page(
+    text: &str,
+    types: &TypeMeta,
+    skipped: Option<&Skipped>,
+) -> Result<Page, ListWatchError> {
     let raw = raw_page(text)?;
     let items = raw.items.unwrap_or_default();
     let mut objects = Vec::with_capacity(items.len());
     for item in items {
         match CachedObject::decode(item.get(), types) {
             Ok(obj) => objects.push(obj),
-            Err(error) => {
-                skipped.report(types, item.get(), &error);
-            }
+            Err(error) => match skipped {
+                Some(skipped) => {
+                    skipped.report(types, item.get(), &error);
+                }
+                None => super::skipped::log(types, item.get(), &error),
+            },
         }
     }
     Ok(Page {

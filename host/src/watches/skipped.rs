@@ -97,19 +97,7 @@ impl Skipped {
         if !first {
             return false;
         }
-        let object = identity
-            .as_ref()
-            .filter(|i| i.name.is_some())
-            .map_or_else(|| "<unreadable>".to_owned(), Identity::display_name);
-        tracing::warn!(
-            kind = %kind,
-            object = %object,
-            uid = identity.as_ref().and_then(|i| i.uid.as_deref()),
-            resource_version = identity.as_ref().and_then(|i| i.resource_version.as_deref()),
-            bytes = text.len(),
-            %error,
-            "object skipped by its watch: it cannot be decoded"
-        );
+        log_line(&kind, identity.as_ref(), text, error);
         if let (Some(events), Some(identity)) = (&self.events, identity)
             && identity.name.is_some()
         {
@@ -138,6 +126,29 @@ impl Skipped {
         }
         true
     }
+}
+
+/// Logs the object `text` of kind `types` as skipped for `error`, without its content, for
+/// a reader that skips an object outside the shared watches (and reports nothing else).
+pub fn log(types: &TypeMeta, text: &str, error: &DecodeError) {
+    let kind = format!("{}/{}", types.api_version, types.kind);
+    log_line(&kind, Identity::read(text).as_ref(), text, error);
+}
+
+/// The one log line of a skipped object: its kind, identity, size and the problem.
+fn log_line(kind: &str, identity: Option<&Identity>, text: &str, error: &DecodeError) {
+    let object = identity
+        .filter(|i| i.name.is_some())
+        .map_or_else(|| "<unreadable>".to_owned(), Identity::display_name);
+    tracing::warn!(
+        kind = %kind,
+        object = %object,
+        uid = identity.and_then(|i| i.uid.as_deref()),
+        resource_version = identity.and_then(|i| i.resource_version.as_deref()),
+        bytes = text.len(),
+        %error,
+        "object skipped: it cannot be decoded"
+    );
 }
 
 fn hash(text: &str) -> u64 {
