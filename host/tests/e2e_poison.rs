@@ -42,7 +42,11 @@ fn targets(env: &TestEnv) -> String {
 
 /// Creates a Target with a raw request (kube's typed client, like serde_yaml, stops at
 /// serde_json's 128 levels), `spec.deep` nested `levels` deep (none: a flat Target).
-async fn create_target(env: &TestEnv, name: &str, levels: Option<usize>) {
+async fn try_create_target(
+    env: &TestEnv,
+    name: &str,
+    levels: Option<usize>,
+) -> Result<String, kube::Error> {
     let deep = levels
         .map(|l| format!(",\"deep\":{}", nested(l)))
         .unwrap_or_default();
@@ -52,7 +56,12 @@ async fn create_target(env: &TestEnv, name: &str, levels: Option<usize>) {
     let request = kube::core::Request::new(targets(env))
         .create(&PostParams::default(), body.into_bytes())
         .unwrap();
-    if let Err(e) = env.client().request_text(request).await {
+    env.client().request_text(request).await
+}
+
+/// [`try_create_target`], which must succeed.
+async fn create_target(env: &TestEnv, name: &str, levels: Option<usize>) {
+    if let Err(e) = try_create_target(env, name, levels).await {
         panic!("the API server refused Target {name} ({levels:?} levels): {e}");
     }
 }
@@ -144,8 +153,15 @@ async fn deep_objects_neither_stop_the_watch_nor_readiness_nor_a_restart() {
     let host = Host::start(&env, &plugins, &config).await;
     let first_start = wait_ready(&host, started).await;
 
-    // The running host meets the deep objects in its watch.
+    // The running host meets the deep objects in its watch: the deepest the API server
+    // takes (one level more, it refuses).
     let deepest = API_SERVER_DEPTH - 2;
+    let refused = try_create_target(&env, "too-deep", Some(deepest + 1)).await;
+    assert!(
+        refused.is_err(),
+        "the API server took {} levels",
+        API_SERVER_DEPTH + 1
+    );
     create_target(&env, "deep-200", Some(200)).await;
     create_target(&env, "deep-max", Some(deepest)).await;
     assert!(target_text(&env, "deep-max").await.contains(MARKER));
