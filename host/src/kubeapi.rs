@@ -185,10 +185,12 @@ impl KubeCluster {
                 .and_then(|o| o.meta().uid);
         }
         let api = self.api(&kind, target.namespace.as_deref()).ok()?;
-        api.get_opt(&target.name)
+        // Only the uid is read, skipping the rest at any depth.
+        let text = self
+            .send("get", &api, |r| r.get(&target.name, &GetParams::default()))
             .await
-            .ok()?
-            .and_then(|o| o.metadata.uid)
+            .ok()?;
+        decoded::Identity::read(&text)?.uid
     }
 }
 
