@@ -163,3 +163,108 @@ async fn watch_events_are_read_one_by_one_and_a_bad_one_is_skipped() {
             .contains(r#"wasmop_watch_objects_skipped_total{kind="wasmop.test/v1/Target"} 2"#)
     );
 }
+
+/// A fake API server answering the loop's requests in turn from `replies` (the body of each),
+/// recording each request's path and query.
+fn fake_client(replies: Vec<String>) -> (Client, Arc<Mutex<Vec<String>>>) {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let replies = Arc::new(Mutex::new(std::collections::VecDeque::from(replies)));
+    let service = tower::service_fn(move |req: hyper::Request<kube::client::Body>| {
+        let uri = req.uri().to_string();
+        seen.lock().expect("requests").push(uri);
+        let body = replies.lock().expect("replies").pop_front();
+        async move {
+            // Out of replies: a watch that never sends anything.
+            let Some(body) = body else {
+                std::future::pending::<()>().await;
+                unreachable!()
+            };
+            Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                bytes::Bytes::from(body),
+            )))
+        }
+    });
+    (Client::new(service, "default"), requests)
+}
+
+fn label(event: &Event<CachedObject>) -> String {
+    match event {
+        Event::Init => "Init".into(),
+        Event::InitApply(o) => format!("InitApply {}", o.name()),
+        Event::InitDone => "InitDone".into(),
+        Event::Apply(o) => format!("Apply {}", o.name()),
+        Event::Delete(o) => format!("Delete {}", o.name()),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_loop_pages_skips_a_bad_item_still_completes_the_list_and_relists_on_gone() {
+    let page = |items: &[String], rv: &str, cont: &str| {
+        format!(
+            r#"{{"kind":"TargetList","apiVersion":"wasmop.test/v1","metadata":{{"resourceVersion":"{rv}","continue":"{cont}"}},"items":[{}]}}"#,
+            items.join(",")
+        )
+    };
+    let deep = item("deep", "11", &format!(r#"{{"deep":{}}}"#, nested(10_000)));
+    let replies = vec![
+        page(&[item("a", "1", "{}"), undecodable("bad", "2")], "", "c1"),
+        page(&[item("b", "3", "{}")], "10", ""),
+        format!(
+            "{{\"type\":\"ADDED\",\"object\":{deep}}}\n{{\"type\":\"ERROR\",\"object\":{{\"kind\":\"Status\",\"code\":410,\"message\":\"too old\"}}}}\n"
+        ),
+        page(&[item("a", "1", "{}")], "20", ""),
+    ];
+    let (client, requests) = fake_client(replies);
+    let (skipped, metrics, _) = reporter();
+    let list_watch = ListWatch::new(
+        client,
+        "/apis/wasmop.test/v1/namespaces/ns/targets".into(),
+        types(),
+        ("wasmop.test/v1/targets".into(), "ns".into()),
+        Arc::new(skipped),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(list_watch.run(move |event| {
+        let _ = tx.send(label(&event));
+    }));
+    let mut seen = Vec::new();
+    while seen.len() < 8 {
+        seen.push(rx.recv().await.expect("the loop runs"));
+    }
+    task.abort();
+    assert_eq!(
+        seen,
+        [
+            "Init",
+            "InitApply a",
+            "InitApply b",
+            // The bad item is skipped; the list still completes (readiness).
+            "InitDone",
+            "Apply deep",
+            // 410 Gone: listed again.
+            "Init",
+            "InitApply a",
+            "InitDone",
+        ]
+    );
+    let requests = requests.lock().expect("requests").clone();
+    assert!(requests[0].contains("limit=500"), "{requests:?}");
+    assert!(requests[1].contains("continue=c1"), "{requests:?}");
+    assert!(
+        requests[2].contains("watch=true")
+            && requests[2].contains("resourceVersion=10")
+            && requests[2].contains("allowWatchBookmarks=true")
+            && requests[2].contains("timeoutSeconds=290"),
+        "{requests:?}"
+    );
+    assert!(
+        !requests[3].contains("watch=true"),
+        "a relist: {requests:?}"
+    );
+    assert!(
+        metrics
+            .render()
+            .contains(r#"wasmop_watch_objects_skipped_total{kind="wasmop.test/v1/Target"} 1"#)
+    );
+}
