@@ -135,7 +135,11 @@ impl CachedObject {
     /// [`CachedObject::from_watched`] does. The error says what is wrong without quoting the
     /// object.
     pub fn decode(text: &str, types: &TypeMeta) -> Result<Self, DecodeError> {
-        let watched = decoded::decode(text)?;
+        Self::from_decoded(decoded::decode(text)?, types)
+    }
+
+    /// [`CachedObject::from_watched`] with the error told as [`CachedObject::decode`] tells it.
+    pub fn from_decoded(watched: Watched, types: &TypeMeta) -> Result<Self, DecodeError> {
         Self::from_watched(watched, types).map_err(|e| match &e {
             CachedObjectError::Encode { source, .. } | CachedObjectError::Decode { source, .. } => {
                 DecodeError::describe(source)

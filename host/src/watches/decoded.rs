@@ -151,6 +151,21 @@ pub fn decode(text: &str) -> Result<Watched, DecodeError> {
     }
 }
 
+/// One watch event's `type` and object in one pass over the line, the object read the first
+/// way of [`decode`]: what ordinary events cost. `None` if that fails; the caller then reads
+/// the event's object apart ([`super::listwatch::raw_event`]) and decodes it.
+pub fn decode_event(line: &[u8]) -> Option<(String, Watched)> {
+    #[derive(Deserialize)]
+    struct WatchEvent {
+        #[serde(rename = "type")]
+        kind: String,
+        object: Decoded,
+    }
+    serde_json::from_slice::<WatchEvent>(line)
+        .ok()
+        .map(|e| (e.kind, e.object.0))
+}
+
 /// The object `text` decoded by [`decode`] and written back as text: trimmed, as it is,
 /// without `apiVersion`/`kind` added (an API server's reply to a get or a write names them).
 pub fn trimmed_text(text: &str) -> Result<String, DecodeError> {

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::CachedObject;
-use super::decoded::{DecodeError, Identity};
+use super::decoded::{self, DecodeError, Identity, Watched};
 use super::skipped::Skipped;
 
 /// Objects per LIST page: kube's and client-go's default.
@@ -243,6 +243,31 @@ impl ListWatch {
     }
 }
 
+/// One watch event with its object decoded (see [`decode_event`]).
+pub struct DecodedEvent<'a> {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+    pub kind: Cow<'a, str>,
+    /// The object, or why it does not decode.
+    pub object: Result<Watched, DecodeError>,
+}
+
+/// Reads one line of a watch: in one pass when its object decodes the ordinary way (what
+/// kube's `WatchEvent` cost), else with the object read apart as a raw value and then decoded
+/// at any depth.
+pub fn decode_event(line: &[u8]) -> Result<DecodedEvent<'_>, ListWatchError> {
+    if let Some((kind, watched)) = decoded::decode_event(line) {
+        return Ok(DecodedEvent {
+            kind: kind.into(),
+            object: Ok(watched),
+        });
+    }
+    let envelope = raw_event(line)?;
+    Ok(DecodedEvent {
+        object: decoded::decode(envelope.object.get()),
+        kind: envelope.kind,
+    })
+}
+
 /// One line of a watch: its change, if it is one the cache takes.
 pub fn event(
     line: &[u8],
@@ -254,16 +279,17 @@ pub fn event(
         what: "watch event",
         source,
     };
-    let envelope = raw_event(line)?;
-    let text = envelope.object.get();
-    match envelope.kind.as_ref() {
+    let decoded = decode_event(line)?;
+    match decoded.kind.as_ref() {
         "ADDED" | "MODIFIED" | "DELETED" => {
-            let deleted = envelope.kind == "DELETED";
-            match CachedObject::decode(text, types) {
-                Ok(obj) => {
-                    *rv = obj
-                        .meta()
-                        .resource_version
+            let deleted = decoded.kind == "DELETED";
+            let cached = decoded.object.and_then(|watched| {
+                let version = watched.identity().resource_version.clone();
+                CachedObject::from_decoded(watched, types).map(|obj| (obj, version))
+            });
+            match cached {
+                Ok((obj, version)) => {
+                    *rv = version
                         .filter(|v| !v.is_empty())
                         .ok_or(ListWatchError::NoResourceVersion)?;
                     Ok(Some(if deleted {
@@ -273,6 +299,9 @@ pub fn event(
                     }))
                 }
                 Err(error) => {
+                    // The object's text, for its identity and the report (a rare path: read
+                    // the line again).
+                    let text = raw_event(line)?.object.get();
                     skipped.report(types, text, &error);
                     let identity = Identity::read(text);
                     if let Some(v) = identity
@@ -291,17 +320,20 @@ pub fn event(
             }
         }
         "BOOKMARK" => {
-            if let Some(v) = Identity::read(text)
-                .and_then(|i| i.resource_version)
-                .filter(|v| !v.is_empty())
-            {
+            let version = match decoded.object {
+                Ok(watched) => watched.identity.resource_version,
+                Err(_) => {
+                    Identity::read(raw_event(line)?.object.get()).and_then(|i| i.resource_version)
+                }
+            };
+            if let Some(v) = version.filter(|v| !v.is_empty()) {
                 *rv = v;
             }
             Ok(None)
         }
         "ERROR" => {
-            let status: WatchStatus =
-                serde_json::from_str(text).map_err(|e| malformed(DecodeError::describe(&e)))?;
+            let status: WatchStatus = serde_json::from_str(raw_event(line)?.object.get())
+                .map_err(|e| malformed(DecodeError::describe(&e)))?;
             Err(ListWatchError::Status {
                 code: status.code,
                 message: status.message,
