@@ -23,6 +23,7 @@
 //! identity can often still be read with [`Identity::read`], which skips everything but the
 //! identity fields without recursing.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -36,7 +37,8 @@ use super::LAST_APPLIED;
 /// One object as the host decodes it: trimmed, not yet written as text.
 #[derive(Clone, Debug)]
 pub struct Watched {
-    /// The object's name, namespace, uid and resourceVersion.
+    /// The object's name, namespace and resourceVersion (not its uid: nothing that decodes
+    /// objects needs it, and it would cost an allocation per object on the watch path).
     pub(super) identity: Identity,
     /// Every top-level field, `metadata` trimmed, in the order a `Value` writes them.
     pub(super) fields: BTreeMap<String, Field>,
@@ -154,14 +156,14 @@ pub fn decode(text: &str) -> Result<Watched, DecodeError> {
 /// One watch event's `type` and object in one pass over the line, the object read the first
 /// way of [`decode`]: what ordinary events cost. `None` if that fails; the caller then reads
 /// the event's object apart ([`super::listwatch::raw_event`]) and decodes it.
-pub fn decode_event(line: &[u8]) -> Option<(String, Watched)> {
+pub fn decode_event(line: &[u8]) -> Option<(Cow<'_, str>, Watched)> {
     #[derive(Deserialize)]
-    struct WatchEvent {
-        #[serde(rename = "type")]
-        kind: String,
+    struct WatchEvent<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
         object: Decoded,
     }
-    serde_json::from_slice::<WatchEvent>(line)
+    serde_json::from_slice::<WatchEvent<'_>>(line)
         .ok()
         .map(|e| (e.kind, e.object.0))
 }
@@ -324,7 +326,6 @@ impl<'de> Visitor<'de> for MetadataVisitor {
                     match key.as_str() {
                         "name" => identity.name = text,
                         "namespace" => identity.namespace = text,
-                        "uid" => identity.uid = text,
                         "resourceVersion" => identity.resource_version = text,
                         _ => {}
                     }

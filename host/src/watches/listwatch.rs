@@ -257,7 +257,7 @@ pub struct DecodedEvent<'a> {
 pub fn decode_event(line: &[u8]) -> Result<DecodedEvent<'_>, ListWatchError> {
     if let Some((kind, watched)) = decoded::decode_event(line) {
         return Ok(DecodedEvent {
-            kind: kind.into(),
+            kind,
             object: Ok(watched),
         });
     }

@@ -66,7 +66,6 @@ fn decoding_drops_managed_fields_and_last_applied_and_keeps_the_rest_as_sent() {
         .remove(LAST_APPLIED);
     assert_eq!(fields(&watched), expected);
     assert_eq!(watched.identity().resource_version.as_deref(), Some("42"));
-    assert_eq!(watched.identity().uid.as_deref(), Some("u-1"));
     assert_eq!(watched.display_name(), "ns/a");
 }
 
