@@ -156,14 +156,14 @@ pub fn decode(text: &str) -> Result<Watched, DecodeError> {
 /// One watch event's `type` and object in one pass over the line, the object read the first
 /// way of [`decode`]: what ordinary events cost. `None` if that fails; the caller then reads
 /// the event's object apart ([`super::listwatch::raw_event`]) and decodes it.
-pub fn decode_event(line: &[u8]) -> Option<(Cow<'_, str>, Watched)> {
+pub fn decode_event(line: &str) -> Option<(Cow<'_, str>, Watched)> {
     #[derive(Deserialize)]
     struct WatchEvent<'a> {
         #[serde(rename = "type", borrow)]
         kind: Cow<'a, str>,
         object: Decoded,
     }
-    serde_json::from_slice::<WatchEvent<'_>>(line)
+    serde_json::from_str::<WatchEvent<'_>>(line)
         .ok()
         .map(|e| (e.kind, e.object.0))
 }

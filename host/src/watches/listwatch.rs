@@ -63,6 +63,9 @@ pub enum ListWatchError {
         #[source]
         source: DecodeError,
     },
+    /// A watch line that is not UTF-8.
+    #[error("a watch event is not UTF-8")]
+    NotUtf8(#[source] std::str::Utf8Error),
     /// The watch sent an `ERROR` event (410 Gone is handled by a relist).
     #[error("the watch reported error {code}: {message}")]
     Status {
@@ -236,7 +239,10 @@ impl ListWatch {
             if read == 0 || line.last() != Some(&b'\n') {
                 return Ok(());
             }
-            if let Some(event) = event(&line, rv, &self.types, &self.skipped)? {
+            // Checked once here (as kube's line codec did), so the JSON reader need not check
+            // every string again.
+            let line = std::str::from_utf8(&line).map_err(ListWatchError::NotUtf8)?;
+            if let Some(event) = event(line, rv, &self.types, &self.skipped)? {
                 deliver(event);
             }
         }
@@ -254,7 +260,7 @@ pub struct DecodedEvent<'a> {
 /// Reads one line of a watch: in one pass when its object decodes the ordinary way (what
 /// kube's `WatchEvent` cost), else with the object read apart as a raw value and then decoded
 /// at any depth.
-pub fn decode_event(line: &[u8]) -> Result<DecodedEvent<'_>, ListWatchError> {
+pub fn decode_event(line: &str) -> Result<DecodedEvent<'_>, ListWatchError> {
     if let Some((kind, watched)) = decoded::decode_event(line) {
         return Ok(DecodedEvent {
             kind,
@@ -270,7 +276,7 @@ pub fn decode_event(line: &[u8]) -> Result<DecodedEvent<'_>, ListWatchError> {
 
 /// One line of a watch: its change, if it is one the cache takes.
 pub fn event(
-    line: &[u8],
+    line: &str,
     rv: &mut String,
     types: &TypeMeta,
     skipped: &Skipped,
@@ -373,8 +379,8 @@ pub struct RawEvent<'a> {
 
 /// Reads one line of a watch as its type and its undecoded object: serde_json skips the
 /// object without recursing into it.
-pub fn raw_event(line: &[u8]) -> Result<RawEvent<'_>, ListWatchError> {
-    serde_json::from_slice(line).map_err(|e| ListWatchError::Malformed {
+pub fn raw_event(line: &str) -> Result<RawEvent<'_>, ListWatchError> {
+    serde_json::from_str(line).map_err(|e| ListWatchError::Malformed {
         what: "watch event",
         source: DecodeError::describe(&e),
     })

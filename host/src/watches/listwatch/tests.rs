@@ -111,7 +111,7 @@ async fn watch_events_are_read_one_by_one_and_a_bad_one_is_skipped() {
     let line = |kind: &str, object: &str| format!(r#"{{"type":"{kind}","object":{object}}}"#);
     let deep = item("deep", "5", &format!(r#"{{"deep":{}}}"#, nested(10_000)));
     let Some(Event::Apply(obj)) =
-        event(line("ADDED", &deep).as_bytes(), &mut rv, &types(), &skipped).expect("read")
+        event(line("ADDED", &deep).as_str(), &mut rv, &types(), &skipped).expect("read")
     else {
         panic!("an apply");
     };
@@ -119,7 +119,7 @@ async fn watch_events_are_read_one_by_one_and_a_bad_one_is_skipped() {
     assert_eq!(rv, "5");
     // Skipped, but its resourceVersion is passed: a resumed watch does not see it again.
     let bad = event(
-        line("MODIFIED", &undecodable("bad", "6")).as_bytes(),
+        line("MODIFIED", &undecodable("bad", "6")).as_str(),
         &mut rv,
         &types(),
         &skipped,
@@ -129,7 +129,7 @@ async fn watch_events_are_read_one_by_one_and_a_bad_one_is_skipped() {
     assert_eq!(rv, "6");
     // Its deletion still removes it from the cache, by its key.
     let Some(Event::Delete(gone)) = event(
-        line("DELETED", &undecodable("bad", "7")).as_bytes(),
+        line("DELETED", &undecodable("bad", "7")).as_str(),
         &mut rv,
         &types(),
         &skipped,
@@ -144,7 +144,7 @@ async fn watch_events_are_read_one_by_one_and_a_bad_one_is_skipped() {
         r#"{"kind":"Target","apiVersion":"wasmop.test/v1","metadata":{"resourceVersion":"12"}}"#,
     );
     assert!(
-        event(bookmark.as_bytes(), &mut rv, &types(), &skipped)
+        event(bookmark.as_str(), &mut rv, &types(), &skipped)
             .expect("read")
             .is_none()
     );
@@ -153,9 +153,9 @@ async fn watch_events_are_read_one_by_one_and_a_bad_one_is_skipped() {
         "ERROR",
         r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (12)","reason":"Expired","code":410}"#,
     );
-    let error = event(gone.as_bytes(), &mut rv, &types(), &skipped).expect_err("gone");
+    let error = event(gone.as_str(), &mut rv, &types(), &skipped).expect_err("gone");
     assert!(error.is_gone(), "{error}");
-    let malformed = event(b"{\"type\":\"ADDED\"", &mut rv, &types(), &skipped).expect_err("bad");
+    let malformed = event("{\"type\":\"ADDED\"", &mut rv, &types(), &skipped).expect_err("bad");
     assert!(!malformed.is_gone());
     assert!(
         metrics
