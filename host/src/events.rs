@@ -160,7 +160,7 @@ impl EventSink {
     }
 
     /// A sink whose writer task calls `write` for each Event, one at a time, in order.
-    fn with_writer<W, F>(metrics: Metrics, write: W) -> Self
+    pub(crate) fn with_writer<W, F>(metrics: Metrics, write: W) -> Self
     where
         W: FnMut(String, Record) -> F + Send + 'static,
         F: Future<Output = Result<(), kube::Error>> + Send + 'static,

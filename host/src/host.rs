@@ -38,7 +38,7 @@ use crate::registry::Registry;
 use crate::runtime::Runtime;
 use crate::source::Source;
 use crate::status::{Leadership, Status};
-use crate::watches::Watches;
+use crate::watches::{Skipped, Watches};
 use crate::{health, http, shutdown, source};
 
 /// Why the host cannot start.
@@ -316,8 +316,9 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     }
 
     let resolver = Resolver::new(client.clone());
-    let watches = Watches::new(client.clone());
     let events = Arc::new(EventSink::new(client.clone(), metrics.clone()));
+    let skipped = Arc::new(Skipped::new(metrics.clone(), Some(events.clone())));
+    let watches = Watches::new(client.clone(), skipped);
     let cluster = KubeCluster::new(
         client.clone(),
         resolver.clone(),

@@ -1,8 +1,10 @@
 //! The [`Cluster`] the runtime uses under `wasmop run`: the real API server, with reads
 //! served from the shared watch caches when a kind is watched.
 //!
-//! - Kinds are resolved by discovery ([`discovery::Resolver`]); writes go through
-//!   `Api<DynamicObject>` for the resolved `ApiResource`.
+//! - Kinds are resolved by discovery ([`discovery::Resolver`]); requests are built by
+//!   `Api<DynamicObject>` for the resolved `ApiResource`, and what they return is decoded by
+//!   the host's own stack-safe, trimming decoder ([`crate::watches::decoded`]), so an object of
+//!   any depth the API server stores can be read, written and listed.
 //! - `apply` and apply patches are server-side apply with the field manager `wasmop/<plugin>`
 //!   and force; other writes carry the same field manager.
 //! - Transient failures (429, 5xx, transport) are retried ([`errors::retrying`]); the rest map
@@ -17,18 +19,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use serde_json::Value;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, GetParams, ListParams, Patch, PatchParams, PostParams,
+};
 
 use self::discovery::{Resolved, Resolver};
 use self::errors::retrying;
 use crate::cluster::selector::LabelSelector;
-use crate::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, json_text,
-};
+use crate::cluster::{Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText};
 use crate::events::{EventSink, Record};
 use crate::plugin::PluginName;
-use crate::watches::{CachedObject, CachedObjectError, Watches, trim_value};
+use crate::watches::{CachedObject, CachedObjectError, Watches, decoded, listwatch};
 
 /// The API server, as one plugin's host calls reach it. Cheap to clone.
 #[derive(Clone)]
@@ -89,19 +90,21 @@ impl KubeCluster {
         if let Some(s) = label_selector {
             params = params.labels(s);
         }
-        let list = retrying("list", || api.list(&params)).await?;
-        list.items
-            .into_iter()
-            .map(|mut o| {
-                o.types.get_or_insert_with(|| kube::api::TypeMeta {
-                    api_version: resolved.resource.api_version.clone(),
-                    kind: resolved.resource.kind.clone(),
-                });
-                let mut v = to_value(o)?;
-                trim_value(&mut v);
-                Ok(json_text(&v))
-            })
-            .collect()
+        let text = self.send("list", &api, |r| r.list(&params)).await?;
+        let types = kube::api::TypeMeta {
+            api_version: resolved.resource.api_version.clone(),
+            kind: resolved.resource.kind.clone(),
+        };
+        // Each item on its own, at any depth; one that does not decode is skipped and
+        // reported as a watch would skip it.
+        let page = listwatch::page(&text, &types, Some(self.watches.skipped())).map_err(|e| {
+            ClusterError::Other(format!(
+                "cannot read the list of {}: {}",
+                resolved.resource.kind,
+                crate::controller::chain(&e)
+            ))
+        })?;
+        Ok(page.objects.iter().map(|o| o.text().to_owned()).collect())
     }
 
     fn api(
@@ -133,11 +136,10 @@ impl KubeCluster {
         self.api(&kind, target.namespace.as_deref())
     }
 
-    /// Sends one write as `api` would, with the stored object the server replies with kept
-    /// as JSON: trimmed like a cached object and written back as text, instead of decoded
-    /// into a `DynamicObject` (every metadata field typed, timestamps parsed) and encoded
-    /// twice more on its way to the plugin.
-    async fn write(
+    /// Sends one request as `api` would and returns the reply as text, undecoded: what it
+    /// holds is decoded by the host's one stack-safe decoder ([`decoded`]), never by kube's
+    /// (which stops at serde_json's recursion limit and logs the whole reply when it fails).
+    async fn send(
         &self,
         what: &'static str,
         api: &Api<DynamicObject>,
@@ -146,14 +148,29 @@ impl KubeCluster {
         ) -> Result<hyper::Request<Vec<u8>>, kube::core::request::Error>,
     ) -> Result<String, ClusterError> {
         let request = kube::core::Request::new(api.resource_url());
-        let mut reply = retrying(what, || async {
+        retrying(what, || async {
             let mut req = build(&request).map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert(what);
-            self.client.request::<Value>(req).await
+            self.client.request_text(req).await
         })
-        .await?;
-        trim_value(&mut reply);
-        Ok(json_text(&reply))
+        .await
+    }
+
+    /// Sends one request whose reply is an object (a get, or a write and the stored object
+    /// the server replies with), kept as JSON: trimmed like a cached object, at any depth,
+    /// and written back as text, instead of decoded into a `DynamicObject` (every metadata
+    /// field typed, timestamps parsed) and encoded twice more on its way to the plugin.
+    async fn object(
+        &self,
+        what: &'static str,
+        api: &Api<DynamicObject>,
+        build: impl Fn(
+            &kube::core::Request,
+        ) -> Result<hyper::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<String, ClusterError> {
+        let reply = self.send(what, api, build).await?;
+        decoded::trimmed_text(&reply)
+            .map_err(|e| ClusterError::Other(format!("the API server's reply to `{what}`: {e}")))
     }
 
     /// Looks up the uid of `target` (cache first) so Events attach to the right object.
@@ -168,21 +185,18 @@ impl KubeCluster {
                 .and_then(|o| o.meta().uid);
         }
         let api = self.api(&kind, target.namespace.as_deref()).ok()?;
-        api.get_opt(&target.name)
+        // Only the uid is read, skipping the rest at any depth.
+        let text = self
+            .send("get", &api, |r| r.get(&target.name, &GetParams::default()))
             .await
-            .ok()?
-            .and_then(|o| o.metadata.uid)
+            .ok()?;
+        decoded::Identity::read(&text)?.uid
     }
 }
 
 /// Whether `status` is the API server's 404 for the object `name` itself.
 fn is_gone(status: &kube::core::Status, name: &str) -> bool {
     status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == name)
-}
-
-fn to_value(obj: DynamicObject) -> Result<Value, ClusterError> {
-    serde_json::to_value(obj)
-        .map_err(|e| ClusterError::Other(format!("cannot encode an object: {e}")))
 }
 
 /// The cached objects in `namespace` (all with `None`) that `selector` matches, as their
@@ -243,10 +257,8 @@ impl Cluster for KubeCluster {
             };
         }
         let api = self.api(&kind, target.namespace.as_deref())?;
-        let obj = retrying("get", || api.get(&target.name)).await?;
-        let mut value = to_value(obj)?;
-        trim_value(&mut value);
-        Ok(json_text(&value))
+        self.object("get", &api, |r| r.get(&target.name, &GetParams::default()))
+            .await
     }
 
     async fn list(
@@ -281,7 +293,7 @@ impl Cluster for KubeCluster {
             field_manager: Some(plugin.field_manager()),
             ..PostParams::default()
         };
-        self.write("create", &api, |r| r.create(&params, body.clone()))
+        self.object("create", &api, |r| r.create(&params, body.clone()))
             .await
     }
 
@@ -291,7 +303,7 @@ impl Cluster for KubeCluster {
         let name = object.target().name.clone();
         // A `RawValue` serializes as its text: the body is what the plugin sent.
         let patch = Patch::Apply(object.into_json());
-        self.write("apply", &api, |r| r.patch(&name, &params, &patch))
+        self.object("apply", &api, |r| r.patch(&name, &params, &patch))
             .await
     }
 
@@ -304,7 +316,7 @@ impl Cluster for KubeCluster {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
         let params = patch_params(&patch, plugin);
-        self.write("patch", &api, |r| r.patch(&target.name, &params, &patch))
+        self.object("patch", &api, |r| r.patch(&target.name, &params, &patch))
             .await
     }
 
@@ -317,7 +329,7 @@ impl Cluster for KubeCluster {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
         let params = patch_params(&patch, plugin);
-        self.write("patch-status", &api, |r| {
+        self.object("patch-status", &api, |r| {
             r.patch_subresource("status", &target.name, &params, &patch)
         })
         .await
@@ -330,8 +342,16 @@ impl Cluster for KubeCluster {
         // Deleting an object that is already gone succeeds (the WIT promises it), but only a
         // 404 that names this very object says so: any other 404 (a kind no longer served, a
         // path the server does not route) is reported as the `not-found` it is.
+        // The reply (the object, or a Status) is read as text and dropped: decoding it into a
+        // `DynamicObject` would fail on an object deeper than serde_json's limit, and kube
+        // logs a reply it cannot decode in full.
+        let request = kube::core::Request::new(api.resource_url());
         retrying("delete", || async {
-            match api.delete(&target.name, &params).await {
+            let mut req = request
+                .delete(&target.name, &params)
+                .map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert("delete");
+            match self.client.request_text(req).await {
                 Err(kube::Error::Api(status)) if is_gone(&status, &target.name) => Ok(()),
                 other => other.map(drop),
             }
@@ -367,7 +387,7 @@ impl Cluster for KubeCluster {
 mod tests {
     use super::*;
     use kube::api::TypeMeta;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn cached(namespace: &str, name: &str, labels: Value) -> CachedObject {
         let obj: DynamicObject = serde_json::from_value(json!({

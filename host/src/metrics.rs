@@ -17,8 +17,10 @@
 //! `wasmop_plugin_fuel_consumed_total`, `wasmop_plugin_calls_demoted_total` and
 //! `wasmop_host_calls_denied_total` come from each call's [`Usage`];
 //! `wasmop_requeues_raised_total` and `wasmop_reconciles_throttled_total` from the
-//! controller's floor and per-object rate limit). Labels are bounded: plugin names, verbs, outcome and
-//! cause labels, states, versions and digests of loaded plugins — never object names.
+//! controller's floor and per-object rate limit; `wasmop_watch_objects_skipped_total{kind}`
+//! counts the objects a shared watch could not decode, see [`crate::watches`]). Labels are
+//! bounded: plugin names, verbs, outcome and cause labels, states, versions and digests of
+//! loaded plugins, watched kinds — never object names.
 
 mod labels;
 
@@ -33,8 +35,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use self::labels::{
-    CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, LoadLabels, NameLabels,
-    OutcomeLabels, PluginLabels, ReloadLabels, ResultLabels, Said, StateLabels,
+    CallLabels, CauseLabels, ControllerLabels, DeniedLabels, InfoLabels, KindLabels, LoadLabels,
+    NameLabels, OutcomeLabels, PluginLabels, ReloadLabels, ResultLabels, Said, StateLabels,
 };
 use crate::http::Reply;
 use crate::runtime::{Action, Budget, LimitKind, Outcome, PluginErrorKind, Usage};
@@ -111,6 +113,7 @@ pub struct Metrics {
     requeues_raised: Family<PluginLabels, Counter>,
     throttled: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
+    watch_skipped: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -316,6 +319,13 @@ impl Metrics {
              rejected, removed); `unknown` when a rejected component never said its name",
             reloads.clone(),
         );
+        let watch_skipped = Family::<KindLabels, Counter>::default();
+        r.register(
+            "wasmop_watch_objects_skipped",
+            "Objects (list items and watch events) a shared watch could not decode and skipped, \
+             per watched kind",
+            watch_skipped.clone(),
+        );
         Self {
             registry: Arc::new(r),
             reconciles,
@@ -347,6 +357,7 @@ impl Metrics {
             requeues_raised,
             throttled,
             reloads,
+            watch_skipped,
         }
     }
 
@@ -557,6 +568,16 @@ impl Metrics {
                 plugin: plugin.to_owned(),
                 verb: verb.to_owned(),
                 outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts one object a shared watch of `kind` (`apiVersion/Kind`, from discovery) skipped
+    /// because it does not decode.
+    pub fn watch_object_skipped(&self, kind: &str) {
+        self.watch_skipped
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
             })
             .inc();
     }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, TypeMeta};
 use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -31,6 +31,7 @@ use crate::controller::reconcile::reference;
 use crate::events::{EventSink, Record};
 use crate::kubeapi::discovery::Resolver;
 use crate::plugin::PluginName;
+use crate::watches::listwatch;
 
 /// The ConfigMap that records which plugins have finalizers on which kinds.
 pub const RECORD: &str = "wasmop-finalizers";
@@ -240,14 +241,24 @@ async fn release_once(
         _ => vec![Api::all_with(client.clone(), &kind.resource)],
     };
     let name = PluginName::new(plugin.to_owned())?;
+    let types = TypeMeta {
+        api_version: kind.resource.api_version.clone(),
+        kind: kind.resource.kind.clone(),
+    };
     let mut released = 0;
     for api in apis {
         let mut params = ListParams::default().limit(PAGE);
+        let request = kube::core::Request::new(api.resource_url());
         loop {
-            let page = api.list(&params).await?;
-            for obj in &page.items {
-                if !obj
-                    .metadata
+            // Read as text and item by item, at any depth: one object kube's decoder cannot
+            // take must not stop the release of every other.
+            let mut req = request.list(&params).map_err(kube::Error::BuildRequest)?;
+            req.extensions_mut().insert("list");
+            let text = client.request_text(req).await?;
+            let page = listwatch::page(&text, &types, None)?;
+            for obj in &page.objects {
+                let meta = obj.meta();
+                if !meta
                     .finalizers
                     .iter()
                     .flatten()
@@ -255,20 +266,20 @@ async fn release_once(
                 {
                     continue;
                 }
-                let ns = obj.metadata.namespace.as_deref();
+                let ns = meta.namespace.as_deref();
                 let scoped: Api<DynamicObject> = match ns {
                     Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.resource),
                     None => Api::all_with(client.clone(), &kind.resource),
                 };
-                finalizer::remove(&scoped, &obj.metadata, &entry.finalizer, &name).await?;
+                finalizer::remove(&scoped, &meta, &entry.finalizer, &name).await?;
                 released += 1;
                 let target = ObjectRef::new(
                     gvk.clone(),
-                    obj.metadata.namespace.clone(),
-                    obj.metadata.name.clone().unwrap_or_default(),
+                    meta.namespace.clone(),
+                    meta.name.clone().unwrap_or_default(),
                 );
                 let record = Record {
-                    regarding: reference(&obj.metadata, &target),
+                    regarding: reference(&meta, &target),
                     event_type: EventType::Warning,
                     reason: "FinalizerReleased".into(),
                     action: "ReleaseFinalizer".into(),
@@ -280,7 +291,7 @@ async fn release_once(
                 // Written in the background: a failure is logged and counted by the sink.
                 events.publish(plugin, record).await;
             }
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            match page.continue_token {
                 Some(token) => params = params.continue_token(&token),
                 None => break,
             }

@@ -1,10 +1,13 @@
 //! Shared watches: one watch and one cache per kind (and namespace scope), however many
 //! plugins need it.
 //!
-//! Each [`SharedWatch`] runs one kube-runtime `watcher` whose objects are trimmed while they
-//! are decoded (no `managedFields`, no last-applied annotation: [`decoded`]), get
-//! `apiVersion`/`kind` when they lack them, and are kept as [`CachedObject`]s (the JSON text
-//! alone) before they reach its [`Store`] and its subscribers; the store, the broadcast and the subscribers share one copy of each object.
+//! Each [`SharedWatch`] runs one list-then-watch loop ([`listwatch`], kube-runtime's
+//! `watcher` rebuilt to decode each object on its own) whose objects are trimmed while they
+//! are decoded (no `managedFields`, no last-applied annotation, at any depth: [`decoded`]),
+//! get `apiVersion`/`kind` when they lack them, and are kept as [`CachedObject`]s (the JSON
+//! text alone) before they reach its [`Store`] and its subscribers; the store, the broadcast
+//! and the subscribers share one copy of each object. An object that cannot be decoded is
+//! skipped, counted and reported once ([`skipped`]); the watch goes on.
 //! A subscriber gets every object already in the cache and then every change; if it falls
 //! behind the broadcast buffer it is sent the whole cache again (level-triggered consumers
 //! lose nothing by that).
@@ -17,29 +20,34 @@
 //!
 //! # Guarantees
 //! - One API watch per [`WatchKey`] for the life of the process.
-//! - A subscriber's stream never ends while the watch runs; watch errors are retried by the
-//!   watcher with kube's default backoff and logged.
+//! - A subscriber's stream never ends while the watch runs; watch errors are retried with
+//!   kube's default backoff and logged.
+//! - No object stops a watch or its readiness: each list item and watch event is decoded on
+//!   its own, at any depth, and one that does not decode is skipped.
 
 pub mod cached;
 pub mod decoded;
+pub mod listwatch;
+pub mod skipped;
 pub mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt, future};
+use futures::Stream;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::Event;
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 pub use self::cached::{CachedObject, CachedObjectError, Kind};
+pub use self::decoded::DecodeError;
+pub use self::skipped::Skipped;
 pub use self::store::{ObjectKey, Store, Writer};
 
-use self::decoded::Watched;
+use self::listwatch::ListWatch;
 
 /// The annotation `kubectl apply` leaves on objects: a full copy of the object, useless to a
 /// controller and often the biggest field.
@@ -93,10 +101,10 @@ impl Drop for SharedWatch {
 }
 
 impl SharedWatch {
-    fn start(client: Client, key: WatchKey) -> Self {
-        let api: Api<Watched> = match &key.namespace {
-            Some(ns) => Api::namespaced_with(client, ns, &key.resource),
-            None => Api::all_with(client, &key.resource),
+    fn start(client: Client, key: WatchKey, skipped: Arc<Skipped>) -> Self {
+        let api: Api<DynamicObject> = match &key.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &key.resource),
+            None => Api::all_with(client.clone(), &key.resource),
         };
         let mut writer = Writer::new();
         let store = writer.reader();
@@ -107,49 +115,32 @@ impl SharedWatch {
         };
         let label = format!("{}/{}", key.resource.api_version, key.resource.plural);
         let scope = key.namespace.clone().unwrap_or_else(|| "*".into());
-        let (kind_label, scope_label) = (label.clone(), scope.clone());
-        let stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .filter_map(move |event| {
-                let cached = match event {
-                    Ok(event) => cache_event(event, &types)
-                        .map_err(|error| {
-                            // Unreachable in practice: a decoded object always encodes.
-                            tracing::error!(kind = %kind_label, namespace = %scope_label, error = %crate::controller::chain(&error), "object not cached");
-                        })
-                        .ok()
-                        .map(Ok),
-                    Err(error) => Some(Err(error)),
-                };
-                future::ready(cached)
-            });
+        let list_watch = ListWatch::new(
+            client,
+            api.resource_url().to_owned(),
+            types,
+            (label, scope),
+            skipped,
+        );
         let tx = changes.clone();
         let (ready_tx, ready) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                // Into the store first, so a subscriber that reads the store on a change
-                // finds the object there.
-                if let Ok(event) = &event {
-                    writer.apply_watcher_event(event);
+        let task = tokio::spawn(list_watch.run(move |event| {
+            // Into the store first, so a subscriber that reads the store on a change finds
+            // the object there.
+            writer.apply_watcher_event(&event);
+            match event {
+                Event::Apply(obj) | Event::InitApply(obj) => {
+                    let _ = tx.send(Change::Applied(obj));
                 }
-                match event {
-                    Ok(Event::Apply(obj) | Event::InitApply(obj)) => {
-                        let _ = tx.send(Change::Applied(obj));
-                    }
-                    Ok(Event::Delete(obj)) => {
-                        let _ = tx.send(Change::Deleted(obj));
-                    }
-                    Ok(Event::InitDone) => {
-                        ready_tx.send_replace(true);
-                    }
-                    Ok(Event::Init) => {}
-                    Err(error) => {
-                        tracing::warn!(kind = %label, namespace = %scope, %error, "watch failed; retrying");
-                    }
+                Event::Delete(obj) => {
+                    let _ = tx.send(Change::Deleted(obj));
                 }
+                Event::InitDone => {
+                    ready_tx.send_replace(true);
+                }
+                Event::Init => {}
             }
-        });
+        }));
         Self {
             key,
             store,
@@ -215,20 +206,6 @@ impl SharedWatch {
     }
 }
 
-/// The watcher's event with its object trimmed and cached.
-fn cache_event(
-    event: Event<Watched>,
-    types: &TypeMeta,
-) -> Result<Event<CachedObject>, CachedObjectError> {
-    Ok(match event {
-        Event::Apply(obj) => Event::Apply(CachedObject::from_watched(obj, types)?),
-        Event::Delete(obj) => Event::Delete(CachedObject::from_watched(obj, types)?),
-        Event::InitApply(obj) => Event::InitApply(CachedObject::from_watched(obj, types)?),
-        Event::Init => Event::Init,
-        Event::InitDone => Event::InitDone,
-    })
-}
-
 /// Drops what no consumer needs and makes the object self-describing.
 pub fn trim(obj: &mut DynamicObject, types: &TypeMeta) {
     trim_metadata(&mut obj.metadata);
@@ -270,15 +247,23 @@ pub fn trim_value(object: &mut Value) {
 pub struct Watches {
     client: Client,
     running: Arc<Mutex<HashMap<WatchKey, Arc<SharedWatch>>>>,
+    skipped: Arc<Skipped>,
 }
 
 impl Watches {
-    /// No watches yet; they start on first use.
-    pub fn new(client: Client) -> Self {
+    /// No watches yet; they start on first use. Objects they cannot decode are reported to
+    /// `skipped`.
+    pub fn new(client: Client, skipped: Arc<Skipped>) -> Self {
         Self {
             client,
             running: Arc::default(),
+            skipped,
         }
+    }
+
+    /// Where objects that do not decode are counted and reported.
+    pub fn skipped(&self) -> &Arc<Skipped> {
+        &self.skipped
     }
 
     /// The watch for `key`, started if it is not running yet.
@@ -292,7 +277,11 @@ impl Watches {
                     namespace = key.namespace.as_deref().unwrap_or("*"),
                     "shared watch started"
                 );
-                Arc::new(SharedWatch::start(self.client.clone(), key))
+                Arc::new(SharedWatch::start(
+                    self.client.clone(),
+                    key,
+                    self.skipped.clone(),
+                ))
             })
             .clone()
     }

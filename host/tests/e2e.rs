@@ -760,18 +760,26 @@ async fn adding_a_finalizer_the_object_already_has_is_not_a_failure() {
     let stale = api.get("stale").await.unwrap().metadata;
     let plugin = wasmop::plugin::PluginName::new("well-behaved").unwrap();
     let ours = "wasmop.test/stale";
+    let types = kube::api::TypeMeta {
+        api_version: "wasmop.test/v1".into(),
+        kind: "Target".into(),
+    };
 
-    let added = finalizer::add(&api, &stale, ours, &plugin).await.unwrap();
-    assert_eq!(added.metadata.finalizers, Some(vec![ours.to_owned()]));
+    let added = finalizer::add(&api, &stale, ours, &plugin, &types)
+        .await
+        .unwrap();
+    assert_eq!(added.meta().finalizers, Some(vec![ours.to_owned()]));
     // The same add from the same stale metadata: the `test` fails, the finalizer is there.
-    let again = finalizer::add(&api, &stale, ours, &plugin).await.unwrap();
+    let again = finalizer::add(&api, &stale, ours, &plugin, &types)
+        .await
+        .unwrap();
     assert_eq!(
-        again.metadata.finalizers,
+        again.meta().finalizers,
         Some(vec![ours.to_owned()]),
         "not added twice"
     );
     // Another finalizer from the same stale view: the list changed under it, a real conflict.
-    let error = finalizer::add(&api, &stale, "example.com/other", &plugin)
+    let error = finalizer::add(&api, &stale, "example.com/other", &plugin, &types)
         .await
         .expect_err("a stale add of a finalizer the object lacks fails");
     assert!(error.to_string().contains("example.com/other"), "{error}");

@@ -12,10 +12,11 @@
 //! longer loaded, [`crate::orphans`] releases its finalizer from objects that are being deleted
 //! (see there for the rule).
 
-use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, GetParams, ObjectMeta, Patch, PatchParams, TypeMeta};
 use serde_json::json;
 
 use crate::plugin::PluginName;
+use crate::watches::{CachedObject, DecodeError};
 
 /// Why a finalizer could not be added or removed.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,17 @@ pub enum FinalizerError {
         #[source]
         source: kube::Error,
     },
+    /// The API server's reply is not an object the host can decode.
+    #[error("cannot {verb} finalizer `{finalizer}`: the reply")]
+    Reply {
+        /// `add`.
+        verb: &'static str,
+        /// The finalizer.
+        finalizer: String,
+        /// Why, without the object's content.
+        #[source]
+        source: DecodeError,
+    },
 }
 
 fn params(plugin: &PluginName) -> PatchParams {
@@ -43,13 +55,40 @@ fn params(plugin: &PluginName) -> PatchParams {
     }
 }
 
-/// Adds `finalizer` to the object with metadata `meta`, returning the object as stored.
+/// Sends `patch` to the object `name` as `api` would, returning the reply's text: what it
+/// holds is decoded by the host's own stack-safe decoder, not by kube's (which stops at
+/// serde_json's recursion limit and logs the whole reply when it does).
+async fn send_patch(
+    api: &Api<DynamicObject>,
+    name: &str,
+    plugin: &PluginName,
+    patch: &Patch<()>,
+) -> Result<String, kube::Error> {
+    let mut req = kube::core::Request::new(api.resource_url())
+        .patch(name, &params(plugin), patch)
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("patch");
+    api.clone().into_client().request_text(req).await
+}
+
+/// Reads the object `name` as `api` would, as text (see [`send_patch`]).
+async fn get_text(api: &Api<DynamicObject>, name: &str) -> Result<String, kube::Error> {
+    let mut req = kube::core::Request::new(api.resource_url())
+        .get(name, &GetParams::default())
+        .map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("get");
+    api.clone().into_client().request_text(req).await
+}
+
+/// Adds `finalizer` to the object with metadata `meta`, returning the object as stored (of
+/// kind `types`), decoded at any depth.
 pub async fn add(
     api: &Api<DynamicObject>,
     meta: &ObjectMeta,
     finalizer: &str,
     plugin: &PluginName,
-) -> Result<DynamicObject, FinalizerError> {
+    types: &TypeMeta,
+) -> Result<CachedObject, FinalizerError> {
     let name = meta.name.clone().unwrap_or_default();
     let ops = match &meta.finalizers {
         None => json!([
@@ -62,18 +101,22 @@ pub async fn add(
         ]),
     };
     let patch: json_patch::Patch = serde_json::from_value(ops).map_err(FinalizerError::Build)?;
-    match api
-        .patch(&name, &params(plugin), &Patch::<()>::Json(patch))
-        .await
-    {
-        Ok(stored) => Ok(stored),
+    let decode = |text: String| {
+        CachedObject::decode(&text, types).map_err(|source| FinalizerError::Reply {
+            verb: "add",
+            finalizer: finalizer.to_owned(),
+            source,
+        })
+    };
+    match send_patch(api, &name, plugin, &Patch::<()>::Json(patch)).await {
+        Ok(stored) => decode(stored),
         // The `test` failed: the finalizer list is not what the cache showed. If that is
         // because the finalizer is there already (an earlier reconcile added it and the
         // watch has not delivered that yet), the object as stored is what was wanted.
-        Err(source @ kube::Error::Api(_)) => match api.get(&name).await {
-            Ok(stored)
+        Err(source @ kube::Error::Api(_)) => match get_text(api, &name).await.map(decode) {
+            Ok(Ok(stored))
                 if stored
-                    .metadata
+                    .meta()
                     .finalizers
                     .iter()
                     .flatten()
@@ -118,10 +161,7 @@ pub async fn remove(
         {"op": "remove", "path": path},
     ]))
     .map_err(FinalizerError::Build)?;
-    match api
-        .patch(&name, &params(plugin), &Patch::<()>::Json(patch))
-        .await
-    {
+    match send_patch(api, &name, plugin, &Patch::<()>::Json(patch)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(FinalizerError::Patch {

@@ -128,19 +128,14 @@ async fn run(
             let current = if has_finalizer(f) {
                 obj.clone()
             } else {
-                let added = finalizer::add(&api, &meta, f, &info.name)
-                    .await
-                    .map_err(finalizer_error)?;
-                tracing::debug!(finalizer = %f, "finalizer added");
                 let types = TypeMeta {
                     api_version: ctx.primary.resource.api_version.clone(),
                     kind: ctx.primary.resource.kind.clone(),
                 };
-                let added =
-                    CachedObject::new(added, &types).map_err(|source| ReconcileError::Encode {
-                        target: Box::new(target.clone()),
-                        source,
-                    })?;
+                let added = finalizer::add(&api, &meta, f, &info.name, &types)
+                    .await
+                    .map_err(finalizer_error)?;
+                tracing::debug!(finalizer = %f, "finalizer added");
                 Arc::new(added)
             };
             let request = request(&target, &current);

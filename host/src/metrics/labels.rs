@@ -1,5 +1,6 @@
 //! The label sets of the host's metrics. Every value is bounded: plugin names, verbs,
-//! outcome and cause labels, states, versions and digests of loaded plugins, Lease names.
+//! outcome and cause labels, states, versions and digests of loaded plugins, Lease names,
+//! watched kinds.
 
 use std::borrow::Cow;
 
@@ -40,6 +41,12 @@ fn label_value(s: &str) -> Cow<'_, str> {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct ControllerLabels {
     pub(super) controller: String,
+}
+
+/// A watched kind as `apiVersion/Kind`, as discovery resolved it (not a plugin's spelling).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct KindLabels {
+    pub(super) kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -37,10 +37,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::ApiResource;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::decoded::Watched;
+use super::decoded::{self, DecodeError, Field, Watched};
 use super::trim;
 
 /// The kind of a shared watch's objects, shared by everything that names it.
@@ -119,12 +119,32 @@ impl CachedObject {
     pub fn from_watched(mut obj: Watched, types: &TypeMeta) -> Result<Self, CachedObjectError> {
         let fields = &mut obj.fields;
         if !fields.contains_key("apiVersion") {
-            fields.insert("apiVersion".into(), types.api_version.clone().into());
+            fields.insert(
+                "apiVersion".into(),
+                Field::Value(types.api_version.clone().into()),
+            );
         }
         if !fields.contains_key("kind") {
-            fields.insert("kind".into(), types.kind.clone().into());
+            fields.insert("kind".into(), Field::Value(types.kind.clone().into()));
         }
         Self::encode(&obj.fields, || obj.display_name())
+    }
+
+    /// Decodes the object `text` as the API server sends it (a list item, a watch event's
+    /// object, a reply), whatever its depth ([`decoded::decode`]), and keeps it as
+    /// [`CachedObject::from_watched`] does. The error says what is wrong without quoting the
+    /// object.
+    pub fn decode(text: &str, types: &TypeMeta) -> Result<Self, DecodeError> {
+        Self::from_decoded(decoded::decode(text)?, types)
+    }
+
+    /// [`CachedObject::from_watched`] with the error told as [`CachedObject::decode`] tells it.
+    pub fn from_decoded(watched: Watched, types: &TypeMeta) -> Result<Self, DecodeError> {
+        Self::from_watched(watched, types).map_err(|e| match &e {
+            CachedObjectError::Encode { source, .. } | CachedObjectError::Decode { source, .. } => {
+                DecodeError::describe(source)
+            }
+        })
     }
 
     /// Keeps `obj` as it is (no trimming, no types added), as text.
@@ -331,16 +351,6 @@ impl PartialEq for CachedObject {
     }
 }
 
-/// Decodes an object as the API server sends it, trimmed but without `apiVersion`/`kind`
-/// added when it lacks them (a decoder does not know the kind; the shared watches build
-/// cached objects with [`CachedObject::from_watched`] instead).
-impl<'de> Deserialize<'de> for CachedObject {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let obj = Watched::deserialize(deserializer)?;
-        Self::encode(&obj.fields, || obj.display_name()).map_err(serde::de::Error::custom)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,7 +487,7 @@ mod tests {
     fn a_watched_object_caches_as_the_trimmed_object_with_its_types() {
         // A list item: no apiVersion/kind, which the cache adds.
         let text = serde_json::to_string(&server_object()).expect("json");
-        let watched: Watched = serde_json::from_str(&text).expect("decoded");
+        let watched = decoded::decode(&text).expect("decoded");
         let cached = CachedObject::from_watched(watched, &types()).expect("cached");
         let mut expected = server_object();
         trim(&mut expected, &types());
@@ -488,7 +498,7 @@ mod tests {
         let mut sent = serde_json::to_value(server_object()).expect("value");
         sent["apiVersion"] = json!("example.com/v2");
         sent["kind"] = json!("Other");
-        let watched: Watched = serde_json::from_value(sent).expect("decoded");
+        let watched = decoded::decode(&sent.to_string()).expect("decoded");
         let cached = CachedObject::from_watched(watched, &types()).expect("cached");
         assert_eq!(cached.to_value().expect("value")["kind"], "Other");
     }
@@ -496,7 +506,7 @@ mod tests {
     #[test]
     fn decoding_trims_like_the_watches() {
         let text = serde_json::to_string(&server_object()).expect("json");
-        let decoded: CachedObject = serde_json::from_str(&text).expect("decoded");
+        let decoded = CachedObject::decode(&text, &types()).expect("decoded");
         assert!(!decoded.text().contains("managedFields"));
         assert!(!decoded.text().contains(LAST_APPLIED));
         assert_eq!(decoded.meta().uid.as_deref(), Some("u-1"));

@@ -1,86 +1,220 @@
-//! [`Watched`]: what a shared watch decodes each object into — the fields a cached object
-//! keeps, with `managedFields` and the last-applied annotation skipped while decoding.
+//! [`Watched`]: how the host decodes an object the API server sends — trimmed (no
+//! `managedFields`, no last-applied annotation) and without recursion, so that no object,
+//! however deeply nested, fails to decode or stops what decodes it.
 //!
-//! kube-runtime's watcher decodes every object of a list or a watch event into its `K`. A
-//! `DynamicObject` decodes the whole metadata into a typed `ObjectMeta` — every
-//! `managedFields` entry with its field set, timestamps parsed into dates — only for the
-//! cache to drop `managedFields` and write the rest back as text (formatting the dates
-//! again). `Watched` passes over `managedFields` and the last-applied annotation without
-//! building anything for them and keeps every other field as the JSON value it is, to be
-//! written once as the cached text ([`super::CachedObject::from_watched`]). It keeps its
-//! `resourceVersion` (and name and namespace) in an `ObjectMeta`: the watcher resumes from
-//! the last one it saw.
+//! The API server stores JSON nested up to 10,000 levels (its own limit); serde_json stops at
+//! 128 levels (its recursion limit, there to protect the stack). [`decode`] reads an object in
+//! two ways:
 //!
-//! It works with any serde deserializer (no raw JSON slices): kube decodes a list's items
-//! through serde's buffered content, because `ObjectList` flattens its type fields.
+//! - First as it always did: every top-level field as a `serde_json::Value`, with
+//!   `managedFields` and the last-applied annotation passed over without building anything.
+//!   Ordinary objects take only this path, so their text is what it was (keys in the order a
+//!   `Value` writes them, strings escaped as serde_json escapes them).
+//! - If that fails (in practice: a field nested deeper than 128 levels), again with every
+//!   field but `metadata` read as a [`RawValue`] first: serde_json skips over a raw value
+//!   iteratively, with no depth limit, so this reads any valid JSON. Each field is then kept
+//!   as a `Value` when it can be, and as its text as sent otherwise. `metadata` itself is
+//!   always read as values: the API server bounds its depth (labels and annotations are maps
+//!   of strings, `managedFields`' deep `fieldsV1` is skipped), so an object whose metadata
+//!   does not decode is one this host cannot use and is refused.
+//!
+//! An object that still does not decode gets a [`DecodeError`] that describes the problem
+//! without quoting the object (serde_json's data errors quote the offending value), and its
+//! identity can often still be read with [`Identity::read`], which skips everything but the
+//! identity fields without recursing.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt;
 
-use kube::api::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use serde::de::{IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::LAST_APPLIED;
 
-/// One object as a shared watch decodes it: trimmed, not yet written as text.
+/// One object as the host decodes it: trimmed, not yet written as text.
 #[derive(Clone, Debug)]
 pub struct Watched {
-    /// The object's name, namespace and resourceVersion (nothing else).
-    meta: ObjectMeta,
-    /// Every top-level field, `metadata` trimmed.
-    pub(super) fields: Map<String, Value>,
+    /// The object's name, namespace and resourceVersion (not its uid: nothing that decodes
+    /// objects needs it, and it would cost an allocation per object on the watch path).
+    pub(super) identity: Identity,
+    /// Every top-level field, `metadata` trimmed, in the order a `Value` writes them.
+    pub(super) fields: BTreeMap<String, Field>,
 }
 
-impl Resource for Watched {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
+/// One top-level field of a [`Watched`] object.
+#[derive(Clone, Debug)]
+pub enum Field {
+    /// Decoded: written back as serde_json writes a `Value`.
+    Value(Value),
+    /// Nested too deeply for a `Value`: kept as the text the API server sent.
+    Raw(Box<RawValue>),
 }
 
-impl Watched {
-    /// The object's namespace and name, for messages.
-    pub fn display_name(&self) -> String {
-        match (&self.meta.namespace, &self.meta.name) {
-            (Some(ns), Some(name)) => format!("{ns}/{name}"),
-            (None, Some(name)) => name.clone(),
-            _ => "<unnamed>".into(),
+impl Serialize for Field {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Value(v) => v.serialize(serializer),
+            Field::Raw(r) => r.serialize(serializer),
         }
     }
 }
 
-impl<'de> Deserialize<'de> for Watched {
+/// The identity fields of an object's metadata.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Identity {
+    /// `metadata.name`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `metadata.namespace`.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// `metadata.uid`.
+    #[serde(default)]
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    #[serde(default)]
+    pub resource_version: Option<String>,
+}
+
+impl Identity {
+    /// The identity of the object `text`, read without recursing into anything else (every
+    /// other field is skipped iteratively); `None` if even that is unreadable.
+    pub fn read(text: &str) -> Option<Identity> {
+        #[derive(Deserialize)]
+        struct Object {
+            #[serde(default)]
+            metadata: Identity,
+        }
+        serde_json::from_str::<Object>(text)
+            .ok()
+            .map(|o| o.metadata)
+    }
+
+    /// `namespace/name`, or `name` for a cluster-scoped object, for messages.
+    pub fn display_name(&self) -> String {
+        let name = self.name.as_deref().unwrap_or("<unnamed>");
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_owned(),
+        }
+    }
+}
+
+/// Why an object cannot be decoded, told without quoting it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot decode the object: {description}")]
+pub struct DecodeError {
+    description: String,
+}
+
+impl DecodeError {
+    /// `error` described without its content: serde_json's syntax errors are fixed texts with
+    /// a position, but its data errors quote the value they refused (a whole string field,
+    /// for one, or an unknown name in backquotes), which must not reach a log line or an
+    /// Event: what is quoted is cut out, and the rest cut to [`MAX_DESCRIPTION`].
+    pub fn describe(error: &serde_json::Error) -> Self {
+        use serde_json::error::Category;
+        let mut description = error.to_string();
+        if error.classify() == Category::Data {
+            for quote in ['"', '`'] {
+                if let (Some(first), Some(last)) =
+                    (description.find(quote), description.rfind(quote))
+                    && first < last
+                {
+                    description.replace_range(first..=last, "…");
+                }
+            }
+        }
+        if description.len() > MAX_DESCRIPTION {
+            let mut end = MAX_DESCRIPTION;
+            while !description.is_char_boundary(end) {
+                end -= 1;
+            }
+            description.truncate(end);
+            description.push('…');
+        }
+        Self { description }
+    }
+}
+
+/// The longest description of a decoding error: serde_json's own messages are far shorter;
+/// this only bounds one that quotes something this module does not know to cut.
+pub const MAX_DESCRIPTION: usize = 200;
+
+/// Decodes the object `text`, trimmed, whatever its depth (see the module's documentation).
+pub fn decode(text: &str) -> Result<Watched, DecodeError> {
+    match serde_json::from_str::<Decoded>(text) {
+        Ok(Decoded(watched)) => Ok(watched),
+        Err(_) => decode_raw(text),
+    }
+}
+
+/// One watch event's `type` and object in one pass over the line, the object read the first
+/// way of [`decode`]: what ordinary events cost. `None` if that fails; the caller then reads
+/// the event's object apart ([`super::listwatch::raw_event`]) and decodes it.
+pub fn decode_event(line: &str) -> Option<(Cow<'_, str>, Watched)> {
+    #[derive(Deserialize)]
+    struct WatchEvent<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+        object: Decoded,
+    }
+    serde_json::from_str::<WatchEvent<'_>>(line)
+        .ok()
+        .map(|e| (e.kind, e.object.0))
+}
+
+/// The object `text` decoded by [`decode`] and written back as text: trimmed, as it is,
+/// without `apiVersion`/`kind` added (an API server's reply to a get or a write names them).
+pub fn trimmed_text(text: &str) -> Result<String, DecodeError> {
+    let watched = decode(text)?;
+    serde_json::to_string(&watched.fields).map_err(|e| DecodeError::describe(&e))
+}
+
+/// The second way of [`decode`]: every field but `metadata` read as a raw value first.
+fn decode_raw(text: &str) -> Result<Watched, DecodeError> {
+    let RawObject(raw) =
+        serde_json::from_str::<RawObject<'_>>(text).map_err(|e| DecodeError::describe(&e))?;
+    let mut identity = Identity::default();
+    let mut fields = BTreeMap::new();
+    for (key, value) in raw {
+        let field = match value {
+            RawField::Metadata(m) => {
+                identity = m.identity;
+                Field::Value(Value::Object(m.fields))
+            }
+            RawField::Raw(raw) => match serde_json::from_str::<Value>(raw.get()) {
+                Ok(value) => Field::Value(value),
+                Err(_) => Field::Raw(raw.to_owned()),
+            },
+        };
+        fields.insert(key, field);
+    }
+    Ok(Watched { identity, fields })
+}
+
+impl Watched {
+    /// The object's identity.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The object's namespace and name, for messages.
+    pub fn display_name(&self) -> String {
+        self.identity.display_name()
+    }
+}
+
+/// The first way of [`decode`]: every field as a `Value`.
+struct Decoded(Watched);
+
+impl<'de> Deserialize<'de> for Decoded {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ObjectVisitor)
+        deserializer.deserialize_map(ObjectVisitor).map(Decoded)
     }
 }
 
@@ -94,30 +228,64 @@ impl<'de> Visitor<'de> for ObjectVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Watched, A::Error> {
-        let mut fields = Map::new();
-        let mut meta = ObjectMeta::default();
+        let mut fields = BTreeMap::new();
+        let mut identity = Identity::default();
         while let Some(key) = map.next_key::<String>()? {
             if key == "metadata" {
-                let Metadata {
-                    fields: m,
-                    identity,
-                } = map.next_value()?;
-                meta = identity;
-                fields.insert(key, Value::Object(m));
+                let m: Metadata = map.next_value()?;
+                identity = m.identity;
+                fields.insert(key, Field::Value(Value::Object(m.fields)));
             } else {
                 let value: Value = map.next_value()?;
-                fields.insert(key, value);
+                fields.insert(key, Field::Value(value));
             }
         }
-        Ok(Watched { meta, fields })
+        Ok(Watched { identity, fields })
+    }
+}
+
+/// An object read with every field but `metadata` as a raw slice of the text.
+struct RawObject<'a>(Vec<(String, RawField<'a>)>);
+
+enum RawField<'a> {
+    Metadata(Metadata),
+    Raw(&'a RawValue),
+}
+
+impl<'de> Deserialize<'de> for RawObject<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(RawObjectVisitor)
+    }
+}
+
+struct RawObjectVisitor;
+
+impl<'de> Visitor<'de> for RawObjectVisitor {
+    type Value = RawObject<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject<'de>, A::Error> {
+        let mut fields = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let field = if key == "metadata" {
+                RawField::Metadata(map.next_value()?)
+            } else {
+                RawField::Raw(map.next_value()?)
+            };
+            fields.push((key, field));
+        }
+        Ok(RawObject(fields))
     }
 }
 
 /// An object's metadata without `managedFields` and the last-applied annotation (and without
-/// `annotations` when that was all it held), plus its identity for the watcher.
+/// `annotations` when that was all it held), plus its identity.
 struct Metadata {
     fields: Map<String, Value>,
-    identity: ObjectMeta,
+    identity: Identity,
 }
 
 impl<'de> Deserialize<'de> for Metadata {
@@ -137,7 +305,7 @@ impl<'de> Visitor<'de> for MetadataVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Metadata, A::Error> {
         let mut fields = Map::new();
-        let mut identity = ObjectMeta::default();
+        let mut identity = Identity::default();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "managedFields" => {
@@ -170,110 +338,4 @@ impl<'de> Visitor<'de> for MetadataVisitor {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn server_object() -> Value {
-        json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": "a",
-                "namespace": "ns",
-                "resourceVersion": "42",
-                "creationTimestamp": "2026-11-30T07:00:00Z",
-                "labels": {"app": "x"},
-                "annotations": {LAST_APPLIED: "{}", "keep": "me"},
-                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:data": {"f:k": {}}}}]
-            },
-            "data": {"k": "v"}
-        })
-    }
-
-    #[test]
-    fn decoding_drops_managed_fields_and_last_applied_and_keeps_the_rest_as_sent() {
-        let text = server_object().to_string();
-        let watched: Watched = serde_json::from_str(&text).expect("decodes");
-        let mut expected = server_object();
-        let meta = expected["metadata"].as_object_mut().expect("metadata");
-        meta.remove("managedFields");
-        meta["annotations"]
-            .as_object_mut()
-            .expect("annotations")
-            .remove(LAST_APPLIED);
-        assert_eq!(Value::Object(watched.fields.clone()), expected);
-        assert_eq!(watched.meta().resource_version.as_deref(), Some("42"));
-        assert_eq!(watched.display_name(), "ns/a");
-    }
-
-    #[test]
-    fn annotations_that_held_only_last_applied_are_dropped() {
-        let mut object = server_object();
-        object["metadata"]["annotations"] = json!({LAST_APPLIED: "{}"});
-        let watched: Watched = serde_json::from_value(object).expect("decodes");
-        assert!(watched.fields["metadata"].get("annotations").is_none());
-    }
-
-    #[test]
-    fn list_items_decode_through_buffered_content_too() {
-        // kube's ObjectList flattens its type fields, so serde buffers the items first.
-        #[derive(Deserialize)]
-        struct List {
-            #[serde(flatten)]
-            _rest: Map<String, Value>,
-            items: Vec<Watched>,
-        }
-        let list = json!({"kind": "ConfigMapList", "apiVersion": "v1", "items": [server_object()]});
-        let list: List = serde_json::from_value(list).expect("decodes");
-        assert_eq!(list.items[0].fields["data"], json!({"k": "v"}));
-        assert!(
-            list.items[0].fields["metadata"]
-                .get("managedFields")
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn trimming_a_value_drops_the_same_fields_as_decoding() {
-        let mut only_last_applied = server_object();
-        only_last_applied["metadata"]["annotations"] = json!({LAST_APPLIED: "{}"});
-        let mut no_annotations = server_object();
-        no_annotations["metadata"]
-            .as_object_mut()
-            .expect("metadata")
-            .remove("annotations");
-        for object in [server_object(), only_last_applied, no_annotations] {
-            let decoded: Watched = serde_json::from_value(object.clone()).expect("decodes");
-            let mut trimmed = object;
-            crate::watches::trim_value(&mut trimmed);
-            assert_eq!(Value::Object(decoded.fields), trimmed);
-        }
-    }
-
-    #[test]
-    fn trimming_a_value_keeps_other_annotations_and_drops_an_emptied_map() {
-        let mut object = json!({"metadata": {
-            "name": "a",
-            "managedFields": [{"manager": "kubectl"}],
-            "annotations": {LAST_APPLIED: "{}", "keep": "me"}
-        }});
-        crate::watches::trim_value(&mut object);
-        assert_eq!(
-            object,
-            json!({"metadata": {"name": "a", "annotations": {"keep": "me"}}})
-        );
-        let mut only_last_applied = json!({"metadata": {"annotations": {LAST_APPLIED: "{}"}}});
-        crate::watches::trim_value(&mut only_last_applied);
-        assert_eq!(only_last_applied, json!({"metadata": {}}));
-        let mut not_an_object = json!([1, 2]);
-        crate::watches::trim_value(&mut not_an_object);
-        assert_eq!(not_an_object, json!([1, 2]));
-    }
-
-    #[test]
-    fn something_that_is_not_an_object_is_refused() {
-        let error = serde_json::from_str::<Watched>("[1, 2]").expect_err("refused");
-        assert!(error.to_string().contains("a Kubernetes object"), "{error}");
-    }
-}
+mod tests;
