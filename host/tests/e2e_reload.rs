@@ -577,10 +577,9 @@ async fn a_version_still_loading_is_dropped_for_a_newer_one_and_never_settles() 
     put_file(&dir, "reload-v1.wasm", "reload-v2").await;
     let lines = host
         .wait_lines("the swap and the marker's rejection", |lines| {
-            lines
-                .iter()
-                .any(|l| rejected(l, |k| k == "marker.wasm"))
-                .then(|| lines.to_vec())
+            let marker = lines.iter().any(|l| rejected(l, |k| k == "marker.wasm"));
+            let swapped = lines.iter().any(swapped_to_v2);
+            (marker && swapped).then(|| lines.to_vec())
         })
         .await;
     let superseded = lines
