@@ -3,7 +3,14 @@
 //! plugin's controller when its kinds change, and stops a plugin removed from its source.
 //!
 //! # Guarantees
-//! - A version is its sha256: bytes already seen at the same place are a no-op.
+//! - A version is its sha256: bytes already seen at the same place are a no-op (also while
+//!   they are still loading there).
+//! - Every new version loads in the background, in a task of its own (`registry::loads`): no load
+//!   (a long compilation, a `describe` running to its deadline) holds up another origin's
+//!   load or reload. Results are settled one at a time in the registry's loop, as they end.
+//! - A newer version at an origin supersedes an older one still loading there: the older
+//!   load is aborted and its result, if already on its way, dropped; it is never run after
+//!   the newer one. An origin that leaves its source has its load aborted the same way.
 //! - Compiling, `describe`, the grant check and the settings are done before anything
 //!   changes; then the swap is one atomic replacement ([`lifecycle::Running::swap`]).
 //!   In-flight reconciles finish on the old version, new ones use the new version.
@@ -16,7 +23,10 @@
 //!   Pod, from `POD_NAMESPACE`/`POD_NAME`, for a directory).
 //! - Precedence: when two components declare the same plugin name, the one from the earlier
 //!   source (then the smaller key) runs; the other is rejected as a duplicate and takes over
-//!   if the first is removed.
+//!   if the first is removed. A plugin new to the host is therefore not started while an
+//!   origin before its own still loads (that one may declare the same name); a new version
+//!   of a running plugin never waits, and an earlier origin that turns out to declare its
+//!   name takes over when its load ends.
 //! - A version that traps or times out `failureThreshold` reconciles with no success between
 //!   (other failures neither count nor reset the count, see [`crate::controller::streak`]) is reported
 //!   (log, Warning Event `PluginFailing`) and, with `rollback: true` (the default), replaced
@@ -24,11 +34,15 @@
 //!   bytes stay recorded, so it is not loaded again until its source holds another version.
 //! - A plugin removed from its source stops cleanly; if it has a finalizer, its finalizers
 //!   are released after `orphanedFinalizerGrace` unless it comes back before that.
+//! - Start-up ([`Registry::run`]) reports the plugins loaded, and decides which recorded
+//!   finalizers are orphaned, once the first content of every source has been loaded.
 //!
 //! # Cancellation
-//! [`Registry::run`] returns at the host's shutdown, once every controller has ended.
+//! [`Registry::run`] returns at the host's shutdown, once every controller has ended; loads
+//! in flight are aborted.
 
 pub mod lifecycle;
+mod loads;
 mod report;
 mod rollback;
 
@@ -42,6 +56,7 @@ use tokio::task::JoinHandle;
 pub use self::report::{Rejection, ReloadResult};
 
 use self::lifecycle::Running;
+use self::loads::Loads;
 use crate::config::{Config, PluginSettings};
 use crate::controller::streak::Failing;
 use crate::controller::{self, Shared};
@@ -82,6 +97,13 @@ struct Live {
     previous: Option<Plugin>,
 }
 
+/// What the registry's loop wakes up for.
+enum Event {
+    Update(Update),
+    Loaded(loads::Loaded<Result<Plugin, LoadError>>),
+    Failing(Failing),
+}
+
 /// The live plugins and where each came from.
 pub struct Registry {
     runtime: Runtime,
@@ -93,6 +115,7 @@ pub struct Registry {
     releases: BTreeMap<PluginName, JoinHandle<()>>,
     failing: mpsc::UnboundedSender<Failing>,
     failures: mpsc::UnboundedReceiver<Failing>,
+    loads: Loads<Result<Plugin, LoadError>>,
 }
 
 impl Registry {
@@ -109,32 +132,37 @@ impl Registry {
             releases: BTreeMap::new(),
             failing,
             failures,
+            loads: Loads::new(),
         }
     }
 
-    /// Applies the first content of every source, releases the finalizers of recorded plugins
-    /// that none provides, then follows the sources' changes until the host shuts down, and
-    /// waits for every controller to end.
+    /// Applies the first content of every source (and waits for its loads), releases the
+    /// finalizers of recorded plugins that none provides, then follows the sources' changes
+    /// and the loads' ends until the host shuts down, and waits for every controller to end.
     pub async fn run(mut self, mut updates: mpsc::Receiver<Update>) {
         let mut shutdown = self.shared.shutdown.clone();
         let mut waiting: BTreeSet<usize> = (0..self.sources.len()).collect();
         let deadline = tokio::time::Instant::now() + FIRST_CONTENT_WAIT;
-        while !waiting.is_empty() {
+        while !waiting.is_empty() || !self.loads.is_idle() {
             let next = tokio::select! {
-                update = updates.recv() => update,
-                () = tokio::time::sleep_until(deadline) => {
+                update = updates.recv() => update.map(Event::Update),
+                loaded = self.loads.next() => Some(Event::Loaded(loaded)),
+                () = tokio::time::sleep_until(deadline), if !waiting.is_empty() => {
                     tracing::warn!(sources = waiting.len(), "some plugin sources have not been read yet; going on without them");
-                    None
+                    waiting.clear();
+                    continue;
                 }
                 _ = shutdown.wait_for(|stop| *stop) => None,
             };
-            let Some(update) = next else { break };
-            if update.early {
-                self.compile_ahead(&update);
-                continue;
+            match next {
+                Some(Event::Update(update)) if update.early => self.compile_ahead(&update),
+                Some(Event::Update(update)) => {
+                    waiting.remove(&update.source);
+                    self.apply(update).await;
+                }
+                Some(Event::Loaded(loaded)) => self.loaded(loaded).await,
+                Some(Event::Failing(_)) | None => break,
             }
-            waiting.remove(&update.source);
-            self.apply(update).await;
         }
         tracing::info!(plugins = self.live.len(), "plugins loaded");
         self.shared.status.plugins_loaded();
@@ -146,17 +174,20 @@ impl Registry {
         self.release_orphans().await;
         loop {
             let next = tokio::select! {
-                update = updates.recv() => update.map(Ok),
-                Some(failing) = self.failures.recv() => Some(Err(failing)),
+                update = updates.recv() => update.map(Event::Update),
+                loaded = self.loads.next() => Some(Event::Loaded(loaded)),
+                Some(failing) = self.failures.recv() => Some(Event::Failing(failing)),
                 _ = shutdown.wait_for(|stop| *stop) => None,
             };
             match next {
-                Some(Ok(update)) if update.early => self.compile_ahead(&update),
-                Some(Ok(update)) => self.apply(update).await,
-                Some(Err(failing)) => self.failing(failing).await,
+                Some(Event::Update(update)) if update.early => self.compile_ahead(&update),
+                Some(Event::Update(update)) => self.apply(update).await,
+                Some(Event::Loaded(loaded)) => self.loaded(loaded).await,
+                Some(Event::Failing(failing)) => self.failing(failing).await,
                 None => break,
             }
         }
+        self.loads.abort_all();
         for (_, live) in std::mem::take(&mut self.live) {
             live.running.join().await;
         }
@@ -225,17 +256,18 @@ impl Registry {
                 .slots
                 .get(&origin)
                 .is_none_or(|slot| slot.digest != digest)
+                && self.loads.digest(&origin) != Some(digest)
             {
                 self.runtime.compile_ahead(component.content.clone());
             }
         }
     }
 
-    /// Brings the live set in line with the new content of one source. Compilations started
-    /// ahead that it did not use are dropped afterwards.
-    pub async fn apply(&mut self, update: Update) {
+    /// Brings the live set in line with the new content of one source: its new versions start
+    /// loading, and are settled as their loads end ([`Self::loaded`]).
+    async fn apply(&mut self, update: Update) {
         self.apply_settled(update).await;
-        self.runtime.discard_ahead();
+        self.discard_ahead();
     }
 
     async fn apply_settled(&mut self, update: Update) {
@@ -252,13 +284,20 @@ impl Registry {
             }
         };
         let keys: BTreeSet<&str> = components.iter().map(|c| c.key.as_str()).collect();
+        let mut changed = false;
+        for origin in self.loads.origins(source) {
+            if !keys.contains(origin.key.as_str()) {
+                self.loads.cancel(&origin);
+                changed = true;
+            }
+        }
         let gone: Vec<Origin> = self
             .slots
             .keys()
             .filter(|o| o.source == source && !keys.contains(o.key.as_str()))
             .cloned()
             .collect();
-        let mut changed = !gone.is_empty();
+        changed |= !gone.is_empty();
         for origin in gone {
             let Some(name) = self.slots.remove(&origin).and_then(|slot| slot.provides) else {
                 continue;
@@ -286,34 +325,27 @@ impl Registry {
                 key: component.key.clone(),
             };
             let digest = component.digest();
+            if self.loads.digest(&origin) == Some(digest) {
+                // These bytes are loading here already.
+                continue;
+            }
             match self.slots.get(&origin) {
-                Some(slot) if slot.digest == digest => unchanged.extend(slot.provides.clone()),
+                Some(slot) if slot.digest == digest => {
+                    // Back to the settled version: a newer one still loading is dropped.
+                    self.loads.cancel(&origin);
+                    unchanged.extend(slot.provides.clone());
+                }
                 _ => {
                     changed = true;
-                    new.push((origin, digest, component));
+                    new.push((origin, component));
                 }
             }
         }
-        // The new versions load at once (the runtime compiles or maps up to one per CPU on
-        // the blocking pool; `describe` runs on the async workers under its own short
-        // deadline, outside that limit, so a looping one holds no other load up), and are
-        // offered in source order as their loads end: a plugin starts while later ones still
-        // load, and precedence among duplicates stays the source order.
-        let loads: Vec<_> = new
-            .into_iter()
-            .map(|(origin, digest, component)| {
-                let runtime = self.runtime.clone();
-                let load = tokio::spawn(async move {
-                    runtime
-                        .load(component.content, LoadOptions::default())
-                        .await
-                });
-                (origin, digest, load)
-            })
-            .collect();
-        for (origin, digest, load) in loads {
-            let probe = load.await.unwrap_or_else(|e| Err(LoadError::Task(e)));
-            self.offer(origin, digest, probe).await;
+        // The new versions load in the background, each in its own task (the runtime compiles
+        // or maps up to one per CPU on the blocking pool; `describe` runs under its own short
+        // deadline outside that limit), and are settled by [`Self::loaded`] as they end.
+        for (origin, component) in new {
+            self.start_load(origin, component);
         }
         if !changed {
             for name in unchanged {

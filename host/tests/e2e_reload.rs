@@ -486,3 +486,115 @@ async fn first_of_two_components_with_one_name_in_a_directory_wins_though_they_l
     wait_version(&env, "a", "1").await;
     host.stop().await;
 }
+
+/// Writes `guest` into the plugin directory `dir` as `key`, at once (through a rename).
+async fn put_file(dir: &std::path::Path, key: &str, guest_name: &str) {
+    let tmp = dir.join(format!(".{key}.tmp"));
+    tokio::fs::write(&tmp, guest(guest_name)).await.unwrap();
+    tokio::fs::rename(&tmp, dir.join(key)).await.unwrap();
+}
+
+/// The host config with `describeDeadline` far longer than a healthy plugin's load on a busy
+/// machine, so that looping describes are still running when a healthy version settles.
+fn slow_describe_config(env: &TestEnv) -> String {
+    format!("describeDeadline: 30s\n{}", config(env))
+}
+
+fn loading(line: &serde_json::Value, key: &str) -> bool {
+    message(line).starts_with("loading a new plugin version") && line["fields"]["key"] == key
+}
+
+fn rejected(line: &serde_json::Value, key: impl Fn(&str) -> bool) -> bool {
+    message(line) == "plugin version rejected" && line["fields"]["key"].as_str().is_some_and(key)
+}
+
+fn swapped_to_v2(line: &serde_json::Value) -> bool {
+    message(line) == "plugin version swapped" && line["fields"]["version"] == "2"
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_healthy_reload_goes_live_while_looping_describes_of_other_origins_still_run() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = Host::start(&env, &["reload-v1"], &slow_describe_config(&env)).await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+    let dir = host.plugin_dir().to_owned();
+    // Three looping describes at keys before the healthy plugin's, all loading before its new
+    // version arrives (one update at a time would have kept it behind them).
+    let loops = ["a-loop-1.wasm", "a-loop-2.wasm", "a-loop-3.wasm"];
+    for key in loops {
+        put_file(&dir, key, "describe-loop").await;
+    }
+    host.wait_lines("the loops to be loading", |lines| {
+        loops
+            .iter()
+            .all(|key| lines.iter().any(|l| loading(l, key)))
+            .then_some(())
+    })
+    .await;
+    put_file(&dir, "reload-v1.wasm", "reload-v2").await;
+    let lines = host
+        .wait_lines("the swap and the loops' rejections", |lines| {
+            let rejections = lines
+                .iter()
+                .filter(|l| rejected(l, |k| k.starts_with("a-loop-")))
+                .count();
+            (rejections == loops.len()).then(|| lines.to_vec())
+        })
+        .await;
+    let swapped = lines.iter().position(swapped_to_v2);
+    let first_rejection = lines
+        .iter()
+        .position(|l| rejected(l, |k| k.starts_with("a-loop-")));
+    assert!(
+        swapped.is_some() && swapped < first_rejection,
+        "the healthy version went live before any loop ended: swap at {swapped:?}, first rejection at {first_rejection:?}"
+    );
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "2").await;
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_still_loading_is_dropped_for_a_newer_one_and_never_settles() {
+    let env = TestEnv::start().await.unwrap();
+    let mut host = Host::start(&env, &["reload-v1"], &slow_describe_config(&env)).await;
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+    let dir = host.plugin_dir().to_owned();
+    // An older version whose load does not end before its describe deadline...
+    put_file(&dir, "reload-v1.wasm", "describe-loop").await;
+    host.wait_log("the looping version to be loading", |l| {
+        loading(l, "reload-v1.wasm")
+    })
+    .await;
+    // ... a marker that starts loading the same bytes later, so that it is rejected after the
+    // older version's deadline would have ended it...
+    put_file(&dir, "marker.wasm", "describe-loop").await;
+    host.wait_log("the marker to be loading", |l| loading(l, "marker.wasm"))
+        .await;
+    // ... and the newer version of the same key, which supersedes the older one.
+    put_file(&dir, "reload-v1.wasm", "reload-v2").await;
+    let lines = host
+        .wait_lines("the swap and the marker's rejection", |lines| {
+            let marker = lines.iter().any(|l| rejected(l, |k| k == "marker.wasm"));
+            let swapped = lines.iter().any(swapped_to_v2);
+            (marker && swapped).then(|| lines.to_vec())
+        })
+        .await;
+    let superseded = lines
+        .iter()
+        .position(|l| loading(l, "reload-v1.wasm") && l["fields"]["superseding"].is_string());
+    let swapped = lines.iter().position(swapped_to_v2);
+    assert!(
+        superseded.is_some() && swapped.is_some() && superseded < swapped,
+        "the newer version superseded the older and went live: superseded at {superseded:?}, swap at {swapped:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| rejected(l, |k| k == "reload-v1.wasm")),
+        "the older version's load was dropped, never settled"
+    );
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "2").await;
+    host.stop().await;
+}
