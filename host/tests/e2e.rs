@@ -8,7 +8,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Host, PATIENCE, fixture, message, object_ref, wait_mirrored};
+use harness::{Host, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -16,41 +16,12 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use wasmop_testenv::TestEnv;
 
-fn targets(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("wasmop.test", "v1", "Target"),
-        "targets",
-    );
-    Api::namespaced_with(env.client(), env.namespace(), &ar)
-}
-
-async fn test_kinds(env: &TestEnv) {
-    env.apply_yaml(&fixture("target-crd.yaml"))
-        .await
-        .expect("Target CRD");
-    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
-        .await
-        .expect("test plugins' RBAC");
-}
-
 async fn create_target(env: &TestEnv, name: &str, value: &str) {
     env.apply_yaml(&format!(
         "apiVersion: wasmop.test/v1\nkind: Target\nmetadata:\n  name: {name}\nspec:\n  value: \"{value}\"\n"
     ))
     .await
     .expect("Target created");
-}
-
-/// Confines every plugin to the test's namespace, so concurrent tests' hosts do not meet.
-fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
-    let mut text = String::from("resyncPeriod: 0s\nplugins:\n");
-    for p in plugins {
-        text.push_str(&format!(
-            "  {p}:\n    namespaces: [{}]\n{extra}",
-            env.namespace()
-        ));
-    }
-    text
 }
 
 async fn events_for(env: &TestEnv, name: &str, reason: &str) -> Vec<Event> {

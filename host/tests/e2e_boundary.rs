@@ -5,29 +5,11 @@
 
 mod harness;
 
-use harness::{HOST_USER, Host, PATIENCE, broad_user, fixture, message};
+use harness::{HOST_USER, Host, PATIENCE, broad_user, confined, message, targets, test_kinds};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::Api;
 use serde_json::Value;
 use wasmop_testenv::{TestEnv, wait_for_dyn};
-
-fn targets(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("wasmop.test", "v1", "Target"),
-        "targets",
-    );
-    Api::namespaced_with(env.client(), env.namespace(), &ar)
-}
-
-async fn test_kinds(env: &TestEnv) {
-    env.apply_yaml(&fixture("target-crd.yaml"))
-        .await
-        .expect("Target CRD");
-    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
-        .await
-        .expect("test plugins' RBAC");
-}
 
 async fn create_target(env: &TestEnv, name: &str) {
     env.apply_yaml(&format!(
@@ -35,18 +17,6 @@ async fn create_target(env: &TestEnv, name: &str) {
     ))
     .await
     .expect("Target created");
-}
-
-/// Confines every plugin to the test's namespace, so concurrent tests' hosts do not meet.
-fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
-    let mut text = String::from("resyncPeriod: 0s\nplugins:\n");
-    for p in plugins {
-        text.push_str(&format!(
-            "  {p}:\n    namespaces: [{}]\n{extra}",
-            env.namespace()
-        ));
-    }
-    text
 }
 
 /// Waits until the Target `name` has `status.<field>`, and returns it.

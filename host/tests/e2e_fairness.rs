@@ -14,7 +14,9 @@ mod harness;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use harness::{Host, LogFormat, PATIENCE, message, object_ref, wait_mirrored};
+use harness::{
+    Host, LogFormat, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
@@ -22,15 +24,6 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use wasmop::plugin::text::is_unsafe;
 use wasmop_testenv::TestEnv;
-
-async fn test_kinds(env: &TestEnv) {
-    env.apply_yaml(&harness::fixture("target-crd.yaml"))
-        .await
-        .expect("Target CRD");
-    env.apply_yaml(&harness::fixture("test-plugins-rbac.yaml"))
-        .await
-        .expect("test plugins' RBAC");
-}
 
 /// Creates the Target `name`, for the plugin `plugin` (its primary selector) or for none.
 async fn create_target(env: &TestEnv, name: &str, plugin: Option<&str>) {
@@ -42,26 +35,6 @@ async fn create_target(env: &TestEnv, name: &str, plugin: Option<&str>) {
     ))
     .await
     .expect("Target created");
-}
-
-fn targets(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("wasmop.test", "v1", "Target"),
-        "targets",
-    );
-    Api::namespaced_with(env.client(), env.namespace(), &ar)
-}
-
-/// Every plugin confined to the test's namespace, no resync, and `extra` for each.
-fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
-    let mut text = String::from("resyncPeriod: 0s\nplugins:\n");
-    for p in plugins {
-        text.push_str(&format!(
-            "  {p}:\n    namespaces: [{}]\n{extra}",
-            env.namespace()
-        ));
-    }
-    text
 }
 
 fn reconciles(plugin: &str, result: &str) -> String {

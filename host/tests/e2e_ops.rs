@@ -10,7 +10,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Host, PATIENCE, fixture, message, object_ref, wait_mirrored};
+use harness::{Host, PATIENCE, message, object_ref, test_kinds, wait_mirrored};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
@@ -21,15 +21,6 @@ use wasmop::config::LeaderElection;
 use wasmop::leader::{self, Elector, LeaderError};
 use wasmop::metrics::Metrics;
 use wasmop_testenv::TestEnv;
-
-async fn test_kinds(env: &TestEnv) {
-    env.apply_yaml(&fixture("target-crd.yaml"))
-        .await
-        .expect("Target CRD");
-    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
-        .await
-        .expect("test plugins' RBAC");
-}
 
 async fn create_target(env: &TestEnv, name: &str, value: &str) {
     env.apply_yaml(&format!(

@@ -9,7 +9,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -86,6 +87,39 @@ pub const HOST_USER: &str = "system:serviceaccount:wasmop-system:wasmop";
 /// Long enough for a reconcile chain on a loaded 2-core machine; a test only waits this long
 /// when it is failing.
 pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// The Targets (`wasmop.test/v1`, the test plugins' primary kind) of the test's namespace.
+pub fn targets(env: &TestEnv) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("wasmop.test", "v1", "Target"),
+        "targets",
+    );
+    Api::namespaced_with(env.client(), env.namespace(), &ar)
+}
+
+/// Installs the Target CRD and the RBAC the test plugins need beyond the deploy RBAC.
+pub async fn test_kinds(env: &TestEnv) {
+    env.apply_yaml(&fixture("target-crd.yaml"))
+        .await
+        .expect("Target CRD");
+    env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
+        .await
+        .expect("test plugins' RBAC");
+}
+
+/// A host config confining every plugin to the test's namespace (so concurrent tests' hosts
+/// do not meet), with no resync, and `extra` (YAML at the plugin entry's indentation) for
+/// each.
+pub fn confined(env: &TestEnv, plugins: &[&str], extra: &str) -> String {
+    let mut text = String::from("resyncPeriod: 0s\nplugins:\n");
+    for p in plugins {
+        text.push_str(&format!(
+            "  {p}:\n    namespaces: [{}]\n{extra}",
+            env.namespace()
+        ));
+    }
+    text
+}
 
 /// Installs the deploy/ RBAC (idempotent), and the finalizer-record Role of the host's own
 /// namespace again in the test namespace, where each test's host keeps its record (as
