@@ -256,16 +256,9 @@ fn kube_event(record: &Record) -> KubeEvent {
     }
 }
 
-/// Cuts `text` to at most `max` bytes at a character boundary.
-pub fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+/// `text` cut to at most `max` bytes at a character boundary, owned.
+fn cut(text: &str, max: usize) -> String {
+    crate::plugin::text::cut(text, max).to_owned()
 }
 
 #[cfg(test)]
