@@ -44,6 +44,7 @@ fn from_wit_ref(field: &str, r: wit::types::ObjectRef) -> Result<ObjectRef, Clus
     ObjectRef::checked(field, kind, r.namespace, r.name).map_err(invalid)
 }
 
+/// A refused identifier as the `invalid` error the guest sees, with its causes.
 fn invalid(e: impl std::error::Error) -> ClusterError {
     ClusterError::Invalid(crate::controller::chain(&e))
 }

@@ -4,7 +4,7 @@
 
 use super::wit::kube::{Host, PatchBody as WitPatch};
 use super::wit::types::{Gvk, KubeError, ObjectRef as WitObjectRef};
-use super::{from_wit_gvk, from_wit_ref, ref_len, to_wit_error};
+use super::{from_wit_gvk, from_wit_ref, invalid as refused, ref_len, to_wit_error};
 use crate::cluster::names;
 use crate::cluster::text::{PatchKind, TextError, parse_patch as parse_text_patch};
 use crate::cluster::{ClusterError, Json, ObjectRef, ObjectText, Patch};
@@ -45,12 +45,10 @@ fn list_args(
 ) -> Result<crate::cluster::GroupVersionKind, ClusterError> {
     let kind = from_wit_gvk("kind", kind)?;
     if let Some(ns) = namespace {
-        names::check_namespace("namespace", ns)
-            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        names::check_namespace("namespace", ns).map_err(refused)?;
     }
     if let Some(selector) = label_selector {
-        names::check_selector("label-selector", selector)
-            .map_err(|e| ClusterError::Invalid(crate::controller::chain(&e)))?;
+        names::check_selector("label-selector", selector).map_err(refused)?;
     }
     Ok(kind)
 }
