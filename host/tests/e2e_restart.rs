@@ -27,7 +27,6 @@ async fn every_object_converges_across_an_apiserver_restart_without_duplicate_ch
         "resyncPeriod: 0s\nplugins:\n  well-behaved:\n    namespaces: [{}]\n    concurrency: 8\n",
         env.namespace()
     );
-    let host = Host::start(&env, &["well-behaved"], &config).await;
     let mut docs = Vec::new();
     for i in 0..OBJECTS {
         docs.push(format!(
@@ -35,6 +34,10 @@ async fn every_object_converges_across_an_apiserver_restart_without_duplicate_ch
         ));
     }
     env.apply_yaml(&docs.join("---\n")).await.unwrap();
+    // The host starts once every object exists, so its run over them is the whole 200 at
+    // once: started before, it could keep up with the creation itself and be done before the
+    // interruption could come mid-run.
+    let host = Host::start(&env, &["well-behaved"], &config).await;
 
     // Mid-run: some children exist, not all.
     let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
