@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use wasmop::offline::{Harness, Scenario};
+use wasmop_offline::{Harness, Scenario};
 
 /// Runs every case of `plugin` (a directory name under `plugins/`) found in
 /// `<manifest_dir>/tests/cases`, failing with the case's name and a diff on a mismatch.

@@ -51,7 +51,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::Value;
-use wasmop::Digest;
+use wasmop_core::Digest;
 use wasmop_testenv::TestEnv;
 
 const PLUGINS: &str = "wasmop-plugins";

@@ -52,7 +52,7 @@ struct RawRuntime {
 
 impl RawRuntime {
     /// `config` with these directories.
-    fn apply(self, mut config: crate::runtime::RuntimeConfig) -> crate::runtime::RuntimeConfig {
+    fn apply(self, mut config: wasmop_runtime::RuntimeConfig) -> wasmop_runtime::RuntimeConfig {
         if let Some(dir) = self.cache_dir {
             config = config.cache_dir(dir);
         }

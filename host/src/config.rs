@@ -16,13 +16,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use self::leader::LeaderElection;
 use self::raw::{RawConfig, RawGrant, RawKind, RawPluginSettings, RawQuantity};
 use self::units::{UnitError, parse_duration, parse_quantity};
-use crate::plugin::{Permission, PluginName, PluginNameError, Verb};
-use crate::policy::SensitiveKinds;
-use crate::runtime::Limits;
-use crate::source::Source;
+use wasmop_controller::PluginSettings;
+use wasmop_controller::leader::LeaderElection;
+use wasmop_controller::source::Source;
+use wasmop_core::plugin::{Permission, PluginName, PluginNameError, Verb};
+use wasmop_core::policy::SensitiveKinds;
+use wasmop_runtime::Limits;
 
 /// 64 calls at once over all plugins: the runtime's pooling allocator is sized for it, and it is
 /// more than a 2-core node can run without reconciles queueing on the CPU anyway.
@@ -71,31 +72,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// What the operator allows one plugin, validated.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PluginSettings {
-    /// Namespaces the plugin is confined to; `None` means every namespace.
-    pub namespaces: Option<BTreeSet<String>>,
-    /// Permissions granted beyond its primary, owned and watched kinds.
-    pub grants: Vec<Permission>,
-    /// Per-call limits.
-    pub limits: Limits,
-    /// Reconciles of this plugin that may run at once.
-    pub concurrency: u16,
-    /// The plugin's own settings (a JSON object).
-    pub config: Value,
-    /// Traps, timeouts or out-of-memory outcomes with no success between (over all objects;
-    /// other failures neither count nor reset the count) after which a version is reported
-    /// as failing; `0` never reports.
-    pub failure_threshold: u32,
-    /// Whether a failing version that replaced another is rolled back to it.
-    pub rollback: bool,
-    /// The shortest requeue-after honoured: a plugin's shorter one is raised to it.
-    pub min_requeue_after: Duration,
-    /// The per-object rate limit of reconciles; `None`: none.
-    pub object_rate: Option<crate::controller::throttle::ObjectRate>,
-}
-
 /// The validated host configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -128,7 +104,7 @@ pub struct Config {
     /// 19); `None` never moves one.
     pub demote_after: Option<Duration>,
     /// Wall-clock time a plugin's `describe` gets at load (default 1 s, at most
-    /// [`MAX_DEADLINE`]); see [`crate::runtime::RuntimeConfig::describe_deadline`].
+    /// [`MAX_DEADLINE`]); see [`wasmop_runtime::RuntimeConfig::describe_deadline`].
     pub describe_deadline: Duration,
     /// The host's own namespace.
     pub namespace: String,
@@ -249,7 +225,7 @@ impl Config {
             }
         };
         let describe_deadline = match raw.describe_deadline.as_deref() {
-            None => crate::runtime::DEFAULT_DESCRIBE_DEADLINE,
+            None => wasmop_runtime::DEFAULT_DESCRIBE_DEADLINE,
             Some(text) => {
                 let field = "describeDeadline";
                 let d = parse_duration(text).map_err(|source| ConfigError::Unit {
@@ -387,12 +363,12 @@ impl Config {
     /// The engine meters fuel when any plugin's settings (its own, or the defaults) have a
     /// budget. Every plugin a source may bring later, while the host runs, gets one of these
     /// settings, so the decision made here at start holds for all of them.
-    pub fn runtime_config(&self) -> crate::runtime::RuntimeConfig {
-        let limits = crate::runtime::Limits {
+    pub fn runtime_config(&self) -> wasmop_runtime::RuntimeConfig {
+        let limits = wasmop_runtime::Limits {
             memory: self.max_memory(),
-            ..crate::runtime::Limits::default()
+            ..wasmop_runtime::Limits::default()
         };
-        let mut config = crate::runtime::RuntimeConfig::default()
+        let mut config = wasmop_runtime::RuntimeConfig::default()
             .concurrency(self.concurrency)
             .limits(limits)
             .consume_fuel(self.any_fuel_budget())
@@ -591,8 +567,8 @@ fn settings(
 }
 
 fn sensitive_kind(at: &str, raw: &RawKind) -> Result<(String, String), ConfigError> {
-    if let Err(e) = crate::cluster::names::check_group(&format!("{at}.group"), &raw.group)
-        .and_then(|()| crate::cluster::names::check_kind(&format!("{at}.kind"), &raw.kind))
+    if let Err(e) = wasmop_core::cluster::names::check_group(&format!("{at}.group"), &raw.group)
+        .and_then(|()| wasmop_core::cluster::names::check_kind(&format!("{at}.kind"), &raw.kind))
     {
         return Err(value_error(
             e.field.clone(),
@@ -717,7 +693,7 @@ mod tests {
         let never = parse("demoteAfter: 0s\n").expect("valid");
         assert_eq!(
             default.describe_deadline,
-            crate::runtime::DEFAULT_DESCRIBE_DEADLINE
+            wasmop_runtime::DEFAULT_DESCRIBE_DEADLINE
         );
         let short = parse("describeDeadline: 200ms\n").expect("valid");
         assert_eq!(

@@ -1,6 +1,6 @@
 //! The probe server: `/healthz` (the process and its async runtime answer), `/readyz` (every
 //! plugin is loaded and its caches are synced; the leadership state is in the body) and
-//! `/status` (the [`Snapshot`](crate::status::Snapshot) as JSON, which `wasmop status` reads).
+//! `/status` (the [`Snapshot`](wasmop_controller::status::Snapshot) as JSON, which `wasmop status` reads).
 //! It has its own address (`healthAddress`, default `0.0.0.0:8081`, as controller-runtime
 //! keeps probes apart from metrics), so a probe never depends on a metrics scrape.
 //!
@@ -10,7 +10,7 @@
 use hyper::StatusCode;
 
 use crate::http::Reply;
-use crate::status::{Leadership, Status};
+use wasmop_controller::status::{Leadership, Status};
 
 fn leadership(l: Leadership) -> &'static str {
     match l {
@@ -36,7 +36,8 @@ pub fn route(status: &Status, path: &str) -> Reply {
                     .filter(|(_, p)| {
                         matches!(
                             p.state,
-                            crate::status::State::Loaded | crate::status::State::Syncing
+                            wasmop_controller::status::State::Loaded
+                                | wasmop_controller::status::State::Syncing
                         )
                     })
                     .map(|(n, _)| n.as_str())
@@ -73,7 +74,7 @@ pub fn route(status: &Status, path: &str) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::State;
+    use wasmop_controller::status::State;
 
     #[test]
     fn readyz_names_the_plugins_whose_caches_are_not_synced() {

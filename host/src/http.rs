@@ -7,6 +7,7 @@ use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
+use wasmop_controller::metrics::Metrics;
 
 /// What a route answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,19 @@ impl Reply {
             body: body.into(),
             content_type: "text/plain; charset=utf-8",
         }
+    }
+}
+
+/// Answers `GET /metrics` with the metrics in the Prometheus text format.
+pub fn metrics_route(metrics: &Metrics, path: &str) -> Reply {
+    if path == "/metrics" {
+        Reply {
+            status: StatusCode::OK,
+            body: metrics.render(),
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+        }
+    } else {
+        Reply::text(StatusCode::NOT_FOUND, "not found: try /metrics\n")
     }
 }
 
@@ -73,4 +87,16 @@ fn response(reply: Reply) -> Response<Full<Bytes>> {
 /// Binds an address; the caller spawns [`serve`] with the listener.
 pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(address).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_metrics_is_served() {
+        let m = Metrics::new();
+        assert_eq!(metrics_route(&m, "/metrics").status, StatusCode::OK);
+        assert_eq!(metrics_route(&m, "/").status, StatusCode::NOT_FOUND);
+    }
 }

@@ -28,7 +28,7 @@
 //!   of a running plugin never waits, and an earlier origin that turns out to declare its
 //!   name takes over when its load ends.
 //! - A version that traps or times out `failureThreshold` reconciles with no success between
-//!   (other failures neither count nor reset the count, see [`crate::controller::streak`]) is reported
+//!   (other failures neither count nor reset the count, see [`wasmop_controller::controller::streak`]) is reported
 //!   (log, Warning Event `PluginFailing`) and, with `rollback: true` (the default), replaced
 //!   by the version it replaced (`wasmop_plugin_reloads_total{result="rolled-back"}`). Its
 //!   bytes stay recorded, so it is not loaded again until its source holds another version.
@@ -57,15 +57,16 @@ pub use self::report::{Rejection, ReloadResult};
 
 use self::lifecycle::Running;
 use self::loads::Loads;
-use crate::config::{Config, PluginSettings};
-use crate::controller::streak::Failing;
-use crate::controller::{self, Shared};
-use crate::host::check_grants;
-use crate::orphans;
-use crate::plugin::{Digest, PluginInfo, PluginName};
-use crate::policy::{ExtraPermissions, Policy};
-use crate::runtime::{LoadError, LoadOptions, Plugin, Runtime};
-use crate::source::{Source, Update};
+use crate::config::Config;
+use wasmop_controller::PluginSettings;
+use wasmop_controller::controller::streak::Failing;
+use wasmop_controller::controller::{self, Shared};
+use wasmop_controller::orphans;
+use wasmop_controller::source::{Source, Update};
+use wasmop_core::plugin::{Digest, PluginInfo, PluginName};
+use wasmop_core::policy::check_grants;
+use wasmop_core::policy::{ExtraPermissions, Policy};
+use wasmop_runtime::{LoadError, LoadOptions, Plugin, Runtime};
 
 /// How long start-up waits for every source's first content before it decides which recorded
 /// finalizers are orphaned: a ConfigMap source needs one list from the API.
@@ -212,7 +213,7 @@ impl Registry {
                 }
             }
             Err(error) => {
-                tracing::error!(error = %controller::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
+                tracing::error!(error = %wasmop_core::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
             }
         }
     }
@@ -279,7 +280,7 @@ impl Registry {
         let components = match components {
             Ok(c) => c,
             Err(error) => {
-                tracing::error!(source = %self.sources[source], error = %controller::chain(&error), "plugin source cannot be read; its plugins keep running as they are");
+                tracing::error!(source = %self.sources[source], error = %wasmop_core::chain(&error), "plugin source cannot be read; its plugins keep running as they are");
                 return;
             }
         };
@@ -468,9 +469,11 @@ impl Registry {
                 } else {
                     live.running.stop().await;
                     tracing::info!(plugin = %name, version, digest, from_version = %old.info().version, from_digest = %old.digest().short(), key = origin.key, %source, "plugin kinds changed; controller restarted");
-                    self.shared
-                        .status
-                        .record(name.as_str(), crate::status::State::Loaded, None);
+                    self.shared.status.record(
+                        name.as_str(),
+                        wasmop_controller::status::State::Loaded,
+                        None,
+                    );
                     Running::start(plugin, settings, &self.shared, &self.failing)
                 };
                 let previous = Some(old);
@@ -557,7 +560,12 @@ impl Registry {
         })?;
         let name = probe.info().name.clone();
         let settings = self.config.plugin(&name).clone();
-        check_grants(probe.info(), &settings, &self.config.sensitive_kinds()).map_err(|error| {
+        check_grants(
+            probe.info(),
+            &settings.grants,
+            &self.config.sensitive_kinds(),
+        )
+        .map_err(|error| {
             let rejection = Rejection::Refused {
                 key: key(),
                 location: source(),

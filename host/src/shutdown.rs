@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::leader::LeaderError;
+use wasmop_controller::leader::LeaderError;
 
 /// Exit code of a process ended by a second signal during shutdown (128 + SIGINT, the
 /// shell's convention for "interrupted").
@@ -70,7 +70,7 @@ pub async fn sequence(
         match election.await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
-                tracing::warn!(error = %crate::controller::chain(&error), "leader election ended with an error")
+                tracing::warn!(error = %wasmop_core::chain(&error), "leader election ended with an error")
             }
             Err(error) => tracing::warn!(%error, "the leader election task failed"),
         }

@@ -89,11 +89,11 @@ async fn shipped_host_configs_are_valid() {
         let path = workspace().join(file);
         let raw = Config::read_raw(&path)
             .await
-            .unwrap_or_else(|e| panic!("{file}: {}", wasmop::controller::chain(&e)));
+            .unwrap_or_else(|e| panic!("{file}: {}", wasmop_core::chain(&e)));
         Config::from_raw(raw, None).unwrap_or_else(|e| {
             panic!(
                 "{file} is not a valid host config: {}",
-                wasmop::controller::chain(&e)
+                wasmop_core::chain(&e)
             )
         });
     }

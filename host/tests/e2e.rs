@@ -723,13 +723,13 @@ async fn configmap_mirror_copies_and_its_finalizer_cleans_up() {
 /// on with that. A change by someone else still fails the add.
 #[tokio::test(flavor = "multi_thread")]
 async fn adding_a_finalizer_the_object_already_has_is_not_a_failure() {
-    use wasmop::controller::finalizer;
+    use wasmop_controller::controller::finalizer;
     let env = TestEnv::start().await.unwrap();
     test_kinds(&env).await;
     create_target(&env, "stale", "x").await;
     let api = targets(&env);
     let stale = api.get("stale").await.unwrap().metadata;
-    let plugin = wasmop::plugin::PluginName::new("well-behaved").unwrap();
+    let plugin = wasmop_core::plugin::PluginName::new("well-behaved").unwrap();
     let ours = "wasmop.test/stale";
     let types = kube::api::TypeMeta {
         api_version: "wasmop.test/v1".into(),

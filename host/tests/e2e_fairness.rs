@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use wasmop::plugin::text::is_unsafe;
+use wasmop_core::plugin::text::is_unsafe;
 use wasmop_testenv::TestEnv;
 
 /// Creates the Target `name`, for the plugin `plugin` (its primary selector) or for none.

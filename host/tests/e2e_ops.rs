@@ -17,9 +17,9 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use wasmop::config::LeaderElection;
-use wasmop::leader::{self, Elector, LeaderError};
-use wasmop::metrics::Metrics;
+use wasmop_controller::leader::LeaderElection;
+use wasmop_controller::leader::{self, Elector, LeaderError};
+use wasmop_controller::metrics::Metrics;
 use wasmop_testenv::TestEnv;
 
 async fn create_target(env: &TestEnv, name: &str, value: &str) {

@@ -314,7 +314,7 @@ async fn a_cold_version_serves_at_once_and_its_cranelift_code_takes_over_without
         move |l: &serde_json::Value| {
             message(l).starts_with("plugin now runs on Cranelift code")
                 && l["fields"]["plugin"] == "reload-probe"
-                && l["fields"]["digest"] == wasmop::Digest::of(&guest(version)).short()
+                && l["fields"]["digest"] == wasmop_core::Digest::of(&guest(version)).short()
         }
     };
     let line = host

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use super::{Exit, RawRuntime};
-use crate::plugin::{Mapping, PluginInfo};
-use crate::runtime::{AllocatorChoice, AllocatorMode, LoadOptions, Plugin, Runtime, RuntimeConfig};
+use wasmop_core::plugin::{Mapping, PluginInfo};
+use wasmop_runtime::{AllocatorChoice, AllocatorMode, LoadOptions, Plugin, Runtime, RuntimeConfig};
 
 /// Arguments of `wasmop check`.
 #[derive(Debug, clap::Args)]
@@ -32,7 +32,7 @@ fn gvk(g: &kube::core::GroupVersionKind) -> String {
 /// this changes nothing in a loaded plugin's summary; it keeps a field a validator might miss
 /// from writing escape sequences or rows to the operator's terminal.
 fn shown(s: &str) -> String {
-    crate::plugin::text::PluginText::new(s).into_string()
+    wasmop_core::plugin::text::PluginText::new(s).into_string()
 }
 
 /// The human-readable summary `check` prints.

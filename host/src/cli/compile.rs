@@ -2,7 +2,7 @@
 //! architecture, into a directory a host loads them from instead of compiling
 //! (`precompiledDirectory`, or `--precompiled-dir` for `check` and `test`). Each plugin is
 //! first loaded here as a host would (so a bad file is refused with its reason), then compiled
-//! for the target once per allocator mode (see [`crate::runtime::precompiled`]).
+//! for the target once per allocator mode (see [`wasmop_runtime::precompiled`]).
 
 use std::path::PathBuf;
 
@@ -10,8 +10,8 @@ use anyhow::Context as _;
 
 use super::Exit;
 use crate::config::Config;
-use crate::runtime::precompiled;
-use crate::runtime::{AllocatorChoice, LoadOptions, Runtime, RuntimeConfig};
+use wasmop_runtime::precompiled;
+use wasmop_runtime::{AllocatorChoice, LoadOptions, Runtime, RuntimeConfig};
 
 /// Arguments of `wasmop compile`.
 #[derive(Debug, clap::Args)]

@@ -34,7 +34,7 @@ pub async fn run(raw: RawRun) -> anyhow::Result<Exit> {
 /// line with the current span's fields (plugin, object.ref, plugin.digest) on every line.
 /// Text is coloured only on a terminal: a log file or a pod's log gets no escape sequences,
 /// so that the only backslash escapes in it are those of a plugin's escaped text
-/// ([`crate::plugin::text`]).
+/// ([`wasmop_core::plugin::text`]).
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Exit;
-use crate::status::{Snapshot, render};
+use wasmop_controller::status::{Snapshot, render};
 
 /// A `/status` answer is a few KiB per plugin; anything past 16 MiB is not a wasmop host.
 const MAX_RESPONSE: u64 = 16 << 20;

@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::{Exit, RawRuntime};
-use crate::offline::{GoldenError, Harness, Scenario, offline_runtime_config};
-use crate::runtime::{LoadOptions, Runtime};
+use wasmop_offline::{GoldenError, Harness, Scenario, offline_runtime_config};
+use wasmop_runtime::{LoadOptions, Runtime};
 
 /// Arguments of `wasmop test`.
 #[derive(Debug, clap::Args)]
@@ -71,7 +71,7 @@ pub async fn run(raw: RawTest) -> anyhow::Result<Exit> {
     // The plugin gets what it declares: an author's run has no operator to grant more.
     let options = LoadOptions {
         config,
-        policy: crate::policy::Policy::declared(),
+        policy: wasmop_core::policy::Policy::declared(),
         ..LoadOptions::default()
     };
     let harness = Harness::load_on(&runtime, &raw.file, options).await?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::raw::RawPluginSettings;
 use super::units::parse_duration;
 use super::{ConfigError, value_error};
-use crate::controller::throttle::ObjectRate;
+use wasmop_controller::controller::throttle::ObjectRate;
 
 /// A requeue-after below 1 s is raised to 1 s. controller-runtime and kube-runtime honour any
 /// delay, even 0, because they trust the reconciler; a sandbox host does not: a plugin that
@@ -86,7 +86,7 @@ mod tests {
     use std::path::Path;
 
     use crate::config::Config;
-    use crate::plugin::PluginName;
+    use wasmop_core::plugin::PluginName;
 
     use super::*;
 

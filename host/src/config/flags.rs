@@ -148,7 +148,7 @@ impl RunArgs {
 mod tests {
     use super::*;
     use crate::config::LogFormat;
-    use crate::source::Source;
+    use wasmop_controller::source::Source;
 
     #[tokio::test]
     async fn flags_override_the_file() {

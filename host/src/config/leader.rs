@@ -1,37 +1,13 @@
 //! `leaderElection`: which Lease, and client-go's three timings, validated so that a
 //! configuration that would allow two leaders at once is refused at start.
 
-use std::time::Duration;
-
 use super::raw::RawLeaderElection;
 use super::{ConfigError, duration_or, value_error};
-use crate::plugin::PluginName;
-
-/// The Lease that leader election holds unless the config names another.
-pub const DEFAULT_LEASE_NAME: &str = "wasmop-leader";
-/// controller-runtime's defaults: a standby takes over at most 15 s after the leader
-/// disappears; the leader gives up after 10 s without a successful renewal (before its lease
-/// can have expired for the others); each try is 2 s apart.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
-/// See [`DEFAULT_LEASE_DURATION`].
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
-/// See [`DEFAULT_LEASE_DURATION`].
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
-
-/// Leader election settings, validated: `lease_duration > renew_deadline > retry_period > 0`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaderElection {
-    /// The Lease's name.
-    pub lease_name: String,
-    /// The Lease's namespace.
-    pub lease_namespace: String,
-    /// How long a lease is valid after its last renewal.
-    pub lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives up leadership.
-    pub renew_deadline: Duration,
-    /// How often acquiring or renewing is tried.
-    pub retry_period: Duration,
-}
+use wasmop_controller::leader::{
+    DEFAULT_LEASE_DURATION, DEFAULT_LEASE_NAME, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD,
+    LeaderElection,
+};
+use wasmop_core::plugin::PluginName;
 
 /// Validates the leader election settings, as client-go does: the leader must give up
 /// (renew deadline) before its lease can expire for the others (lease duration), and must be

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::config::PluginSettings;
-use crate::controller::streak::{Failing, Streak};
-use crate::controller::{self, Shared};
-use crate::runtime::Plugin;
+use wasmop_controller::PluginSettings;
+use wasmop_controller::controller::streak::{Failing, Streak};
+use wasmop_controller::controller::{self, Shared};
+use wasmop_runtime::Plugin;
 
 /// A plugin's controller task.
 pub struct Running {
@@ -59,11 +59,13 @@ impl Running {
         let task = tokio::spawn(async move {
             let name = current.borrow().info().name.clone();
             if let Err(error) = controller::run(current, settings, shared.clone(), streak).await {
-                let error = controller::chain(&error);
+                let error = wasmop_core::chain(&error);
                 tracing::error!(plugin = %name, error = %error, "plugin controller failed");
-                shared
-                    .status
-                    .record(name.as_str(), crate::status::State::Failed, Some(error));
+                shared.status.record(
+                    name.as_str(),
+                    wasmop_controller::status::State::Failed,
+                    Some(error),
+                );
             }
         });
         Self {

@@ -23,9 +23,9 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinError};
 
 use super::{Origin, Registry};
-use crate::plugin::Digest;
-use crate::runtime::{LoadError, LoadOptions, Plugin};
-use crate::source::Component;
+use wasmop_controller::source::Component;
+use wasmop_core::plugin::Digest;
+use wasmop_runtime::{LoadError, LoadOptions, Plugin};
 
 /// A finished load, as sent by its task.
 pub(super) struct Loaded<T> {

@@ -4,13 +4,12 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use super::{Origin, Registry};
-use crate::cluster::EventType;
-use crate::controller;
-use crate::events::Record;
-use crate::host::PluginRefused;
-use crate::plugin::PluginName;
-use crate::runtime::LoadError;
-use crate::source::Source;
+use wasmop_controller::events::Record;
+use wasmop_controller::source::Source;
+use wasmop_core::cluster::EventType;
+use wasmop_core::plugin::PluginName;
+use wasmop_core::policy::PluginRefused;
+use wasmop_runtime::LoadError;
 
 /// What a reload did, as counted by `wasmop_plugin_reloads_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,11 +112,11 @@ impl Registry {
         let note = match &keeps {
             Some(p) => format!(
                 "{}; version {} ({}) keeps running",
-                controller::chain(rejection),
+                wasmop_core::chain(rejection),
                 p.info().version,
                 p.digest().short()
             ),
-            None => controller::chain(rejection),
+            None => wasmop_core::chain(rejection),
         };
         tracing::error!(plugin = label, key = origin.key, error = %note, "plugin version rejected");
         self.shared

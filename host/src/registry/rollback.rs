@@ -2,7 +2,7 @@
 
 use super::lifecycle::Running;
 use super::{Live, Registry, ReloadResult, same_watches};
-use crate::controller::streak::Failing;
+use wasmop_controller::controller::streak::Failing;
 
 impl Registry {
     /// Reports a failing version, and rolls it back to the version it replaced when the

@@ -1,0 +1,143 @@
+//! `wasmop_host_calls_total{plugin,verb,outcome}`: the [`Cluster`] a plugin's host calls
+//! reach, wrapped to count each call by verb and outcome (`ok`, or the `kube-error` case the
+//! plugin receives). Calls the plugin's grants refuse never get here: the runtime refuses them
+//! first, and they are counted by `wasmop_host_calls_denied_total`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::metrics::Metrics;
+use wasmop_core::cluster::{
+    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+};
+use wasmop_core::plugin::PluginName;
+
+/// A [`Cluster`] that counts the calls of one plugin.
+pub struct Counted {
+    inner: Arc<dyn Cluster>,
+    metrics: Metrics,
+    plugin: String,
+}
+
+impl Counted {
+    /// Counts the calls `plugin` makes through `inner`.
+    pub fn new(inner: Arc<dyn Cluster>, metrics: Metrics, plugin: &str) -> Self {
+        Self {
+            inner,
+            metrics,
+            plugin: plugin.to_owned(),
+        }
+    }
+
+    fn count<T>(&self, verb: &str, result: Result<T, ClusterError>) -> Result<T, ClusterError> {
+        self.metrics
+            .host_call(&self.plugin, verb, outcome(result.as_ref().err()));
+        result
+    }
+}
+
+/// The bounded outcome label of a call.
+fn outcome(error: Option<&ClusterError>) -> &'static str {
+    match error {
+        None => "ok",
+        Some(ClusterError::NotFound(_)) => "not-found",
+        Some(ClusterError::Conflict(_)) => "conflict",
+        Some(ClusterError::Forbidden(_)) => "forbidden",
+        Some(ClusterError::Denied(_)) => "denied",
+        Some(ClusterError::Invalid(_)) => "invalid",
+        Some(ClusterError::Unavailable(_)) => "unavailable",
+        Some(ClusterError::Other(_)) => "other",
+    }
+}
+
+#[async_trait]
+impl Cluster for Counted {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
+        self.count("get", self.inner.get(target).await)
+    }
+
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<String>, ClusterError> {
+        let result = self.inner.list(kind, namespace, label_selector).await;
+        self.count("list", result)
+    }
+
+    async fn create(
+        &self,
+        object: ObjectText,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        self.count("create", self.inner.create(object, plugin).await)
+    }
+
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
+        self.count("apply", self.inner.apply(object, plugin).await)
+    }
+
+    async fn patch(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Json>,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        self.count("patch", self.inner.patch(target, patch, plugin).await)
+    }
+
+    async fn patch_status(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Json>,
+        plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        let result = self.inner.patch_status(target, patch, plugin).await;
+        self.count("patch-status", result)
+    }
+
+    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.count("delete", self.inner.delete(target, plugin).await)
+    }
+
+    async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
+        self.count("event", self.inner.emit_event(event, plugin).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use wasmop_offline::memory::MemoryCluster;
+
+    #[tokio::test]
+    async fn calls_are_counted_by_verb_and_outcome() {
+        let metrics = Metrics::new();
+        let inner: Arc<dyn Cluster> = Arc::new(MemoryCluster::new());
+        let cluster = Counted::new(inner, metrics.clone(), "p");
+        let plugin = PluginName::new("p").expect("name");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "a", "namespace": "ns"}});
+        cluster
+            .create(ObjectText::from_value(&cm).expect("object"), &plugin)
+            .await
+            .expect("created");
+        cluster
+            .create(ObjectText::from_value(&cm).expect("object"), &plugin)
+            .await
+            .expect_err("exists");
+        let target = ObjectRef::of(&cm).expect("ref");
+        cluster.get(&target).await.expect("found");
+        let text = metrics.render();
+        for line in [
+            r#"wasmop_host_calls_total{plugin="p",verb="create",outcome="ok"} 1"#,
+            r#"wasmop_host_calls_total{plugin="p",verb="create",outcome="conflict"} 1"#,
+            r#"wasmop_host_calls_total{plugin="p",verb="get",outcome="ok"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! What the operator allows one plugin, validated: the settings the controller runs a plugin
+//! with. The host's configuration (`wasmop::config`) converts its file, flags and environment
+//! into one of these per plugin; nothing here knows where the values came from.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+use wasmop_core::plugin::Permission;
+use wasmop_runtime::Limits;
+
+/// What the operator allows one plugin, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSettings {
+    /// Namespaces the plugin is confined to; `None` means every namespace.
+    pub namespaces: Option<BTreeSet<String>>,
+    /// Permissions granted beyond its primary, owned and watched kinds.
+    pub grants: Vec<Permission>,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Reconciles of this plugin that may run at once.
+    pub concurrency: u16,
+    /// The plugin's own settings (a JSON object).
+    pub config: Value,
+    /// Traps, timeouts or out-of-memory outcomes with no success between (over all objects;
+    /// other failures neither count nor reset the count) after which a version is reported
+    /// as failing; `0` never reports.
+    pub failure_threshold: u32,
+    /// Whether a failing version that replaced another is rolled back to it.
+    pub rollback: bool,
+    /// The shortest requeue-after honoured: a plugin's shorter one is raised to it.
+    pub min_requeue_after: Duration,
+    /// The per-object rate limit of reconciles; `None`: none.
+    pub object_rate: Option<crate::controller::throttle::ObjectRate>,
+}

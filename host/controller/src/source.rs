@@ -1,0 +1,200 @@
+//! Where plugin components come from, and how changes to them reach the registry.
+//!
+//! A source is a directory of `*.wasm` files ([`directory`]: a volume or a mounted ConfigMap,
+//! watched with `notify`) or a ConfigMap read through the API ([`configmap`]: its `binaryData`
+//! keys ending in `.wasm`). Each source task sends [`Update`]s: the whole current set of its
+//! components, every time the source changed. The registry compares that set with what it runs
+//! (by sha256), so a source never has to say what changed, and the same bytes again are a no-op.
+//!
+//! # Precedence
+//! Sources are numbered by their position in the configuration; when two components declare
+//! the same plugin name, the one from the earlier source (then the smaller key) runs and the
+//! other is refused and reported.
+
+pub mod configmap;
+pub mod directory;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use wasmop_core::plugin::{ComponentBytes, Digest};
+
+/// One configured source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory of `*.wasm` files.
+    Directory(PathBuf),
+    /// A ConfigMap's `binaryData` keys ending in `.wasm`, read through the API.
+    ConfigMap {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Directory(dir) => write!(f, "directory {}", dir.display()),
+            Source::ConfigMap { namespace, name } => write!(f, "ConfigMap {namespace}/{name}"),
+        }
+    }
+}
+
+/// One component as a source holds it.
+#[derive(Debug, Clone)]
+pub struct Component {
+    /// Its key in the source: the file name in a directory, the key in a ConfigMap.
+    pub key: String,
+    /// Its bytes, hashed once when the source read them.
+    pub content: ComponentBytes,
+}
+
+impl Component {
+    /// The component at `key`, hashing `bytes`.
+    pub fn new(key: String, bytes: Vec<u8>) -> Self {
+        Self {
+            key,
+            content: ComponentBytes::new(bytes),
+        }
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.content.bytes()
+    }
+
+    /// The sha256 of its bytes: the identity of a version.
+    pub fn digest(&self) -> Digest {
+        self.content.digest()
+    }
+}
+
+/// What a source task reports: the whole current content of source number `source`, or why
+/// it cannot be read now (the registry then keeps what it runs).
+#[derive(Debug)]
+pub struct Update {
+    /// The source's position in the configuration.
+    pub source: usize,
+    /// Its components, in key order.
+    pub components: Result<Vec<Component>, SourceError>,
+    /// A snapshot read at the first change of a burst, before the source has settled: only a
+    /// hint to start compiling new versions (the settled snapshot follows, and is what
+    /// counts). A directory sends one per burst; a ConfigMap read through the API never does.
+    pub early: bool,
+}
+
+/// Why a source cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The directory cannot be listed.
+    #[error("cannot list the plugin directory {}", .dir.display())]
+    List {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A component file cannot be read.
+    #[error("cannot read the plugin file {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory cannot be watched for changes.
+    #[error("cannot watch the plugin directory {}", .dir.display())]
+    Watch {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: notify::Error,
+    },
+    /// A ConfigMap key ending in `.wasm` is under `data` (text), where a component cannot be.
+    #[error(
+        "ConfigMap {namespace}/{name} holds `{key}` under `data`; a component is binary and \
+         belongs under `binaryData` (kubectl create configmap --from-file does this)"
+    )]
+    TextKey {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The key.
+        key: String,
+    },
+}
+
+/// Reads every `*.wasm` file directly in `dir`, in name order. Other files and hidden entries
+/// (a ConfigMap mount's `..data` link and `..<timestamp>` directories) are ignored; a
+/// `*.wasm` symlink into `..data` (how the kubelet lays out a mounted ConfigMap) is followed.
+pub async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceError> {
+    let list_error = |source| SourceError::List {
+        dir: dir.to_owned(),
+        source,
+    };
+    let mut entries = tokio::fs::read_dir(dir).await.map_err(list_error)?;
+    let mut keys = Vec::new();
+    while let Some(entry) = entries.next_entry().await.map_err(list_error)? {
+        let key = entry.file_name().to_string_lossy().into_owned();
+        if key.ends_with(".wasm") && !key.starts_with('.') {
+            keys.push(key);
+        }
+    }
+    keys.sort();
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let path = dir.join(&key);
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => out.push(Component::new(key, bytes)),
+            // Deleted (or its `..data` target swapped away) between the listing and the read:
+            // it is not part of this snapshot; the change that removed it triggers another.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(SourceError::Read { path, source }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_only_wasm_files_in_name_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["b.wasm", "a.wasm", "notes.txt", ".hidden.wasm"] {
+            tokio::fs::write(dir.path().join(name), name)
+                .await
+                .expect("write");
+        }
+        let found = read_directory(dir.path()).await.expect("read");
+        let names: Vec<_> = found.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(names, ["a.wasm", "b.wasm"]);
+        assert_eq!(found[0].bytes(), b"a.wasm");
+    }
+
+    #[tokio::test]
+    async fn missing_directory_is_named() {
+        let err = read_directory(Path::new("/nonexistent/plugins"))
+            .await
+            .expect_err("missing");
+        assert_eq!(
+            err.to_string(),
+            "cannot list the plugin directory /nonexistent/plugins"
+        );
+    }
+
+    #[tokio::test]
+    async fn dangling_symlink_is_left_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::os::unix::fs::symlink(dir.path().join("..data/a.wasm"), dir.path().join("a.wasm"))
+            .expect("symlink");
+        assert!(read_directory(dir.path()).await.expect("read").is_empty());
+    }
+}

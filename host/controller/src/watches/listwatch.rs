@@ -1,0 +1,466 @@
+//! [`ListWatch`]: the host's own list-then-watch loop for one shared watch, decoding each
+//! list item and each watch event on its own.
+//!
+//! It follows kube-runtime's `watcher` with its default configuration: a paginated LIST
+//! (500 objects a page, `continue` tokens, the most recent resourceVersion), then a WATCH
+//! from the list's resourceVersion with bookmarks and a server-side timeout (290 s, resumed
+//! from the last resourceVersion seen when the server ends it), a relist on `410 Gone`, and
+//! kube's default backoff (800 ms doubling to 30 s, with jitter, reset on success) after every
+//! failure. It yields the same [`Event`]s (`Init`, `InitApply`…, `InitDone`, then `Apply` and
+//! `Delete`), so the store and the readiness signal work on it as they did on the watcher's.
+//!
+//! Why not the watcher itself: it decodes a whole list page as one `ObjectList` (through
+//! serde's buffered content, which recurses at every level), so one object nested deeper than
+//! serde_json's recursion limit failed the page, the initial list, and readiness, every
+//! second, for as long as the object existed. Here a page is read as a list of raw items and
+//! an event as its `type` and a raw object (serde_json skips raw values without recursing);
+//! each object is then decoded by [`CachedObject::decode`], which reads any depth. An object
+//! that still does not decode is skipped and reported ([`Skipped`]); the list or watch goes on.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::AsyncBufReadExt;
+use kube::Client;
+use kube::api::{ListParams, TypeMeta, WatchParams};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{DefaultBackoff, Event};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::CachedObject;
+use super::decoded::{self, DecodeError, Identity, Watched};
+use super::skipped::Skipped;
+
+/// Objects per LIST page: kube's and client-go's default.
+const PAGE_SIZE: u32 = 500;
+/// The server-side watch timeout: kube's default. The server ends the watch after it, and the
+/// loop resumes from the last resourceVersion (spreading watch restarts over time).
+const WATCH_TIMEOUT: u32 = 290;
+/// How long a watch may stay silent beyond its server-side timeout before it is taken for a
+/// dead connection and reopened: kube's margin.
+const IDLE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Why one list or watch attempt failed (the loop backs off and tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum ListWatchError {
+    /// The LIST request failed.
+    #[error("list failed")]
+    List(#[source] kube::Error),
+    /// The WATCH request failed.
+    #[error("watch failed")]
+    Watch(#[source] kube::Error),
+    /// Reading the watch stream failed.
+    #[error("reading the watch stream failed")]
+    Read(#[source] std::io::Error),
+    /// A list page or a watch event is not what the API server sends.
+    #[error("malformed {what}")]
+    Malformed {
+        /// `list page` or `watch event`.
+        what: &'static str,
+        /// Why, without the content.
+        #[source]
+        source: DecodeError,
+    },
+    /// A watch line that is not UTF-8.
+    #[error("a watch event is not UTF-8")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// The watch sent an `ERROR` event (410 Gone is handled by a relist).
+    #[error("the watch reported error {code}: {message}")]
+    Status {
+        /// The HTTP code it carries.
+        code: u16,
+        /// The API server's message.
+        message: String,
+    },
+    /// A list without a resourceVersion to watch from, or an event without one.
+    #[error("the API server sent no resourceVersion")]
+    NoResourceVersion,
+}
+
+impl ListWatchError {
+    /// Whether the resourceVersion is too old to watch from: the cache must be relisted.
+    fn is_gone(&self) -> bool {
+        match self {
+            ListWatchError::Status { code, .. } => *code == 410,
+            ListWatchError::Watch(kube::Error::Api(status)) => status.code == 410,
+            ListWatchError::NoResourceVersion => true,
+            _ => false,
+        }
+    }
+}
+
+/// One shared watch's list-then-watch loop.
+pub struct ListWatch {
+    client: Client,
+    /// The collection's URL path (all namespaces or one).
+    url: String,
+    /// The kind, added to list items (which lack it) and named in reports.
+    types: TypeMeta,
+    /// `apiVersion/plural` and the namespace scope, for log lines.
+    label: String,
+    scope: String,
+    skipped: Arc<Skipped>,
+}
+
+impl ListWatch {
+    /// A loop over the collection at `url` (from `Api::resource_url`) of kind `types`.
+    pub fn new(
+        client: Client,
+        url: String,
+        types: TypeMeta,
+        (label, scope): (String, String),
+        skipped: Arc<Skipped>,
+    ) -> Self {
+        Self {
+            client,
+            url,
+            types,
+            label,
+            scope,
+            skipped,
+        }
+    }
+
+    /// Lists and watches for ever, handing each event to `deliver`.
+    pub async fn run(self, mut deliver: impl FnMut(Event<CachedObject>)) {
+        let mut backoff = DefaultBackoff::default();
+        // The resourceVersion to watch from; none: list first.
+        let mut from: Option<String> = None;
+        loop {
+            let result = match from.as_mut() {
+                None => self.list(&mut deliver, &mut backoff).await.map(Some),
+                Some(rv) => self
+                    .watch(rv, &mut deliver, &mut backoff)
+                    .await
+                    .map(|()| Some(rv.clone())),
+            };
+            match result {
+                Ok(next) => from = next,
+                Err(error) => {
+                    if error.is_gone() {
+                        from = None;
+                    }
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+                    tracing::warn!(
+                        kind = %self.label,
+                        namespace = %self.scope,
+                        error = %wasmop_core::chain(&error),
+                        relist = from.is_none(),
+                        ?delay,
+                        "watch failed; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// Lists every page, delivering `Init`, each object, then `InitDone`; returns the
+    /// resourceVersion to watch from.
+    async fn list(
+        &self,
+        deliver: &mut impl FnMut(Event<CachedObject>),
+        backoff: &mut DefaultBackoff,
+    ) -> Result<String, ListWatchError> {
+        deliver(Event::Init);
+        let request = kube::core::Request::new(self.url.as_str());
+        let mut continue_token = None;
+        loop {
+            let params = ListParams {
+                limit: Some(PAGE_SIZE),
+                continue_token: continue_token.take(),
+                ..ListParams::default()
+            };
+            let req = request
+                .list(&params)
+                .map_err(|e| ListWatchError::List(kube::Error::BuildRequest(e)))?;
+            let text = self
+                .client
+                .request_text(req)
+                .await
+                .map_err(ListWatchError::List)?;
+            backoff.reset();
+            let page = page(&text, &self.types, Some(&self.skipped))?;
+            for obj in page.objects {
+                deliver(Event::InitApply(obj));
+            }
+            match page.continue_token {
+                Some(token) => continue_token = Some(token),
+                None => {
+                    let rv = page
+                        .resource_version
+                        .ok_or(ListWatchError::NoResourceVersion)?;
+                    deliver(Event::InitDone);
+                    return Ok(rv);
+                }
+            }
+        }
+    }
+
+    /// Watches from `rv` until the connection ends (the server's timeout, or silence past
+    /// it: watch again from `rv`), delivering each change and keeping `rv` at the last
+    /// resourceVersion seen.
+    async fn watch(
+        &self,
+        rv: &mut String,
+        deliver: &mut impl FnMut(Event<CachedObject>),
+        backoff: &mut DefaultBackoff,
+    ) -> Result<(), ListWatchError> {
+        let params = WatchParams::default().timeout(WATCH_TIMEOUT);
+        let mut req = kube::core::Request::new(self.url.as_str())
+            .watch(&params, rv.as_str())
+            .map_err(|e| ListWatchError::Watch(kube::Error::BuildRequest(e)))?;
+        // As kube does: one gzip member per event is more than the client's decoder reads.
+        req.headers_mut().insert(
+            hyper::header::ACCEPT_ENCODING,
+            hyper::header::HeaderValue::from_static("identity"),
+        );
+        let body = self
+            .client
+            .request_stream(req)
+            .await
+            .map_err(ListWatchError::Watch)?;
+        backoff.reset();
+        let mut body = std::pin::pin!(body);
+        let idle = Duration::from_secs(u64::from(WATCH_TIMEOUT)) + IDLE_MARGIN;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = match tokio::time::timeout(idle, body.read_until(b'\n', &mut line)).await {
+                Ok(read) => read.map_err(ListWatchError::Read)?,
+                Err(_) => {
+                    tracing::debug!(kind = %self.label, "watch silent past its timeout; reopening");
+                    return Ok(());
+                }
+            };
+            // The end, or a last line cut short by it.
+            if read == 0 || line.last() != Some(&b'\n') {
+                return Ok(());
+            }
+            // Checked once here (as kube's line codec did), so the JSON reader need not check
+            // every string again.
+            let line = std::str::from_utf8(&line).map_err(ListWatchError::NotUtf8)?;
+            if let Some(event) = event(line, rv, &self.types, &self.skipped)? {
+                deliver(event);
+            }
+        }
+    }
+}
+
+/// One watch event with its object decoded (see [`decode_event`]).
+pub struct DecodedEvent<'a> {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+    pub kind: Cow<'a, str>,
+    /// The object, or why it does not decode.
+    pub object: Result<Watched, DecodeError>,
+}
+
+/// Reads one line of a watch: in one pass when its object decodes the ordinary way (what
+/// kube's `WatchEvent` cost), else with the object read apart as a raw value and then decoded
+/// at any depth.
+pub fn decode_event(line: &str) -> Result<DecodedEvent<'_>, ListWatchError> {
+    if let Some((kind, watched)) = decoded::decode_event(line) {
+        return Ok(DecodedEvent {
+            kind,
+            object: Ok(watched),
+        });
+    }
+    let envelope = raw_event(line)?;
+    Ok(DecodedEvent {
+        object: decoded::decode(envelope.object.get()),
+        kind: envelope.kind,
+    })
+}
+
+/// One line of a watch: its change, if it is one the cache takes.
+pub fn event(
+    line: &str,
+    rv: &mut String,
+    types: &TypeMeta,
+    skipped: &Skipped,
+) -> Result<Option<Event<CachedObject>>, ListWatchError> {
+    let malformed = |source| ListWatchError::Malformed {
+        what: "watch event",
+        source,
+    };
+    let decoded = decode_event(line)?;
+    match decoded.kind.as_ref() {
+        "ADDED" | "MODIFIED" | "DELETED" => {
+            let deleted = decoded.kind == "DELETED";
+            let cached = decoded.object.and_then(|watched| {
+                let version = watched.identity().resource_version.clone();
+                CachedObject::from_decoded(watched, types).map(|obj| (obj, version))
+            });
+            match cached {
+                Ok((obj, version)) => {
+                    *rv = version
+                        .filter(|v| !v.is_empty())
+                        .ok_or(ListWatchError::NoResourceVersion)?;
+                    Ok(Some(if deleted {
+                        Event::Delete(obj)
+                    } else {
+                        Event::Apply(obj)
+                    }))
+                }
+                Err(error) => {
+                    // The object's text, for its identity and the report (a rare path: read
+                    // the line again).
+                    let text = raw_event(line)?.object.get();
+                    skipped.report(types, text, &error);
+                    let identity = Identity::read(text);
+                    if let Some(v) = identity
+                        .as_ref()
+                        .and_then(|i| i.resource_version.clone())
+                        .filter(|v| !v.is_empty())
+                    {
+                        *rv = v;
+                    }
+                    // A deletion still removes the object: the cache needs only its key.
+                    Ok(identity
+                        .filter(|_| deleted)
+                        .and_then(|i| key_only(&i, types))
+                        .map(Event::Delete))
+                }
+            }
+        }
+        "BOOKMARK" => {
+            let version = match decoded.object {
+                Ok(watched) => watched.identity.resource_version,
+                Err(_) => {
+                    Identity::read(raw_event(line)?.object.get()).and_then(|i| i.resource_version)
+                }
+            };
+            if let Some(v) = version.filter(|v| !v.is_empty()) {
+                *rv = v;
+            }
+            Ok(None)
+        }
+        "ERROR" => {
+            let status: WatchStatus = serde_json::from_str(raw_event(line)?.object.get())
+                .map_err(|e| malformed(DecodeError::describe(&e)))?;
+            Err(ListWatchError::Status {
+                code: status.code,
+                message: status.message,
+            })
+        }
+        _ => Ok(None),
+    }
+}
+
+/// An object holding only `identity`'s name and namespace, to remove it from the cache.
+fn key_only(identity: &Identity, types: &TypeMeta) -> Option<CachedObject> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), identity.name.clone()?.into());
+    for (key, value) in [
+        ("namespace", &identity.namespace),
+        ("uid", &identity.uid),
+        ("resourceVersion", &identity.resource_version),
+    ] {
+        if let Some(v) = value {
+            meta.insert(key.into(), v.clone().into());
+        }
+    }
+    let text = serde_json::json!({ "metadata": meta }).to_string();
+    CachedObject::decode(&text, types).ok()
+}
+
+/// One watch event as the API server sends it, its object not yet read.
+#[derive(Deserialize)]
+pub struct RawEvent<'a> {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    /// The object (or the `Status` of an `ERROR`), as a slice of the line.
+    #[serde(borrow)]
+    pub object: &'a RawValue,
+}
+
+/// Reads one line of a watch as its type and its undecoded object: serde_json skips the
+/// object without recursing into it.
+pub fn raw_event(line: &str) -> Result<RawEvent<'_>, ListWatchError> {
+    serde_json::from_str(line).map_err(|e| ListWatchError::Malformed {
+        what: "watch event",
+        source: DecodeError::describe(&e),
+    })
+}
+
+/// The `Status` of an `ERROR` event: the fields the loop acts on.
+#[derive(Deserialize)]
+struct WatchStatus {
+    #[serde(default)]
+    code: u16,
+    #[serde(default)]
+    message: String,
+}
+
+/// One list page's objects (those that decode) and where the list goes on.
+#[derive(Debug)]
+pub struct Page {
+    /// The objects that decoded, in order.
+    pub objects: Vec<CachedObject>,
+    /// The list's resourceVersion.
+    pub resource_version: Option<String>,
+    /// The token for the next page, if there is one.
+    pub continue_token: Option<String>,
+}
+
+/// One list page as the API server sends it, its items not yet read.
+#[derive(Deserialize)]
+pub struct RawPage<'a> {
+    /// The list's resourceVersion and continue token.
+    #[serde(default)]
+    metadata: ListMeta,
+    /// Each item as a slice of the page (none: the server sent `null`).
+    #[serde(borrow, default)]
+    pub items: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize, Default)]
+struct ListMeta {
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: Option<String>,
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
+}
+
+/// Reads the list page `text` as its items, undecoded: serde_json skips each without
+/// recursing into it.
+pub fn raw_page(text: &str) -> Result<RawPage<'_>, ListWatchError> {
+    serde_json::from_str(text).map_err(|e| ListWatchError::Malformed {
+        what: "list page",
+        source: DecodeError::describe(&e),
+    })
+}
+
+/// Reads the list page `text`: each item on its own, those that do not decode skipped and
+/// reported to `skipped` (none: only logged, without their content).
+pub fn page(
+    text: &str,
+    types: &TypeMeta,
+    skipped: Option<&Skipped>,
+) -> Result<Page, ListWatchError> {
+    let raw = raw_page(text)?;
+    let items = raw.items.unwrap_or_default();
+    let mut objects = Vec::with_capacity(items.len());
+    for item in items {
+        match CachedObject::decode(item.get(), types) {
+            Ok(obj) => objects.push(obj),
+            Err(error) => match skipped {
+                Some(skipped) => {
+                    skipped.report(types, item.get(), &error);
+                }
+                None => super::skipped::log(types, item.get(), &error),
+            },
+        }
+    }
+    Ok(Page {
+        objects,
+        resource_version: raw.metadata.resource_version.filter(|v| !v.is_empty()),
+        continue_token: raw.metadata.continue_token.filter(|t| !t.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,537 @@
+//! An in-memory [`Cluster`]: a map of objects plus a journal of every write a plugin made.
+//! It serves `wasmop test`, plugin crates' offline tests and the runtime's own tests.
+//!
+//! It is deterministic (uids and resourceVersions come from counters, there are no
+//! timestamps) and deliberately simple where Kubernetes is not:
+//! - server-side apply merges the applied object into the stored one like a JSON merge patch
+//!   (no field ownership, lists are replaced);
+//! - a strategic merge patch is applied as a JSON merge patch;
+//! - every kind behaves as if it had a status subresource: writes to the object ignore
+//!   `status`, `patch-status` changes only `status`;
+//! - a delete removes the object at once (finalizers are not honoured) and, like background
+//!   propagation, everything it owns.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+pub use crate::journal::{PatchType, Target, Write};
+use wasmop_core::cluster::selector::LabelSelector;
+use wasmop_core::cluster::text::{Json, ObjectText, patch_value};
+use wasmop_core::cluster::{
+    Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch, json_text,
+};
+use wasmop_core::plugin::PluginName;
+
+/// Storage key: versions of one kind share their objects, as in the API server.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    group: String,
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl From<&ObjectRef> for Key {
+    fn from(r: &ObjectRef) -> Self {
+        Self {
+            group: r.kind.group.clone(),
+            kind: r.kind.kind.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    objects: BTreeMap<Key, Value>,
+    journal: Vec<Write>,
+    /// Source of uids and resourceVersions, so runs are reproducible.
+    counter: u64,
+}
+
+/// An in-memory cluster that records writes. Cheap to create; share it with `Arc`.
+#[derive(Default)]
+pub struct MemoryCluster {
+    // A std mutex: it is never held across an await, and every operation is short.
+    state: Mutex<State>,
+}
+
+impl MemoryCluster {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores objects as they are, filling in a uid, resourceVersion and generation where
+    /// missing. Seeding is not recorded as a write.
+    pub fn seed(&self, objects: impl IntoIterator<Item = Value>) -> Result<(), ClusterError> {
+        let mut state = self.lock();
+        for object in objects {
+            let r = ObjectRef::of(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+            let object = state.stamp_new(object);
+            state.objects.insert(Key::from(&r), object);
+        }
+        Ok(())
+    }
+
+    /// Every write so far, in order.
+    pub fn writes(&self) -> Vec<Write> {
+        self.lock().journal.clone()
+    }
+
+    /// Every stored object, sorted by group, kind, namespace and name.
+    pub fn objects(&self) -> Vec<Value> {
+        self.lock().objects.values().cloned().collect()
+    }
+
+    /// One stored object, if present.
+    pub fn object(&self, target: &ObjectRef) -> Option<Value> {
+        self.lock().objects.get(&Key::from(target)).cloned()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map half-updated in a way that
+        // matters to a test double, so recover from poisoning.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn not_found(target: &ObjectRef) -> ClusterError {
+    ClusterError::NotFound(format!("{target} not found"))
+}
+
+fn labels_of(object: &Value) -> BTreeMap<String, String> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The parts of an object whose change bumps `metadata.generation`.
+fn spec_of(object: &Value) -> Value {
+    let mut o = object.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    o
+}
+
+fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    match object.get_mut("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => unreachable!("metadata was just made an object"),
+    }
+}
+
+impl State {
+    fn next(&mut self) -> u64 {
+        self.counter += 1;
+        self.counter
+    }
+
+    fn stamp_new(&mut self, mut object: Value) -> Value {
+        let n = self.next();
+        let meta = metadata_mut(&mut object);
+        meta.entry("uid")
+            .or_insert_with(|| json!(format!("00000000-0000-4000-8000-{n:012}")));
+        meta.insert("resourceVersion".into(), json!(n.to_string()));
+        meta.entry("generation").or_insert(json!(1));
+        object
+    }
+
+    /// Stores `new` in place of `old`, bumping resourceVersion and, if the spec changed,
+    /// generation.
+    fn replace(&mut self, key: Key, old: &Value, mut new: Value) -> Value {
+        let n = self.next();
+        let generation = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let bump = i64::from(spec_of(old) != spec_of(&new));
+        let meta = metadata_mut(&mut new);
+        meta.insert("resourceVersion".into(), json!(n.to_string()));
+        meta.insert("generation".into(), json!(generation + bump));
+        for field in ["uid", "creationTimestamp"] {
+            if let Some(v) = old.pointer(&format!("/metadata/{field}")) {
+                meta.insert(field.into(), v.clone());
+            }
+        }
+        self.objects.insert(key, new.clone());
+        new
+    }
+
+    fn create(&mut self, object: Value) -> Result<Value, ClusterError> {
+        let r = ObjectRef::of(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let key = Key::from(&r);
+        if self.objects.contains_key(&key) {
+            return Err(ClusterError::Conflict(format!("{r} already exists")));
+        }
+        let mut object = object;
+        if let Some(m) = object.as_object_mut() {
+            m.remove("status");
+        }
+        let object = self.stamp_new(object);
+        self.objects.insert(key, object.clone());
+        Ok(object)
+    }
+
+    /// Applies a body to the object (not its status), creating it for an apply.
+    fn patch(
+        &mut self,
+        target: &ObjectRef,
+        patch: &Patch<Value>,
+        status: bool,
+    ) -> Result<Value, ClusterError> {
+        let key = Key::from(target);
+        let Some(old) = self.objects.get(&key).cloned() else {
+            return match patch {
+                Patch::Apply(body) if !status => self.create(body.clone()),
+                _ => Err(not_found(target)),
+            };
+        };
+        let mut patched = old.clone();
+        match patch {
+            Patch::Apply(body) | Patch::Merge(body) | Patch::Strategic(body) => {
+                json_patch::merge(&mut patched, body);
+            }
+            Patch::Json(ops) => json_patch::patch(&mut patched, ops)
+                .map_err(|e| ClusterError::Invalid(format!("json patch failed: {e}")))?,
+            _ => {
+                return Err(ClusterError::Invalid(
+                    "the in-memory cluster does not know this patch type".into(),
+                ));
+            }
+        }
+        if ObjectRef::of(&patched).ok().as_ref() != Some(target) {
+            return Err(ClusterError::Invalid(format!(
+                "the patch changes the identity of {target}"
+            )));
+        }
+        let mut new = old.clone();
+        let (from, to) = (patched.as_object_mut(), new.as_object_mut());
+        if let (Some(from), Some(to)) = (from, to) {
+            if status {
+                match from.remove("status") {
+                    Some(s) => to.insert("status".into(), s),
+                    None => to.remove("status"),
+                };
+            } else {
+                let status = to.remove("status");
+                *to = std::mem::take(from);
+                to.remove("status");
+                if let Some(s) = status {
+                    to.insert("status".into(), s);
+                }
+            }
+        }
+        Ok(self.replace(key, &old, new))
+    }
+
+    fn delete(&mut self, target: &ObjectRef) {
+        let Some(gone) = self.objects.remove(&Key::from(target)) else {
+            return;
+        };
+        let Some(uid) = gone.pointer("/metadata/uid").and_then(Value::as_str) else {
+            return;
+        };
+        // Background propagation: everything the deleted object owned goes too.
+        let owned: Vec<ObjectRef> = self
+            .objects
+            .values()
+            .filter(|o| {
+                o.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+            })
+            .filter_map(|o| ObjectRef::of(o).ok())
+            .collect();
+        for r in owned {
+            self.delete(&r);
+        }
+    }
+}
+
+fn patch_parts(patch: &Patch<Value>) -> (PatchType, Value) {
+    match patch {
+        Patch::Apply(v) => (PatchType::Apply, v.clone()),
+        Patch::Merge(v) => (PatchType::Merge, v.clone()),
+        Patch::Strategic(v) => (PatchType::Strategic, v.clone()),
+        Patch::Json(ops) => (
+            PatchType::Json,
+            serde_json::to_value(ops).unwrap_or(Value::Null),
+        ),
+        // kube's Patch is non-exhaustive; `State::patch` refuses unknown types.
+        _ => (PatchType::Merge, Value::Null),
+    }
+}
+
+fn error_text<T>(r: &Result<T, ClusterError>) -> Option<String> {
+    r.as_ref().err().map(ToString::to_string)
+}
+
+#[async_trait]
+impl Cluster for MemoryCluster {
+    async fn get(&self, target: &ObjectRef) -> Result<String, ClusterError> {
+        let state = self.lock();
+        let object = state.objects.get(&Key::from(target));
+        object.map(json_text).ok_or_else(|| not_found(target))
+    }
+
+    async fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<String>, ClusterError> {
+        let selector = LabelSelector::parse(label_selector.unwrap_or(""))
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let state = self.lock();
+        Ok(state
+            .objects
+            .iter()
+            .filter(|(k, _)| k.group == kind.group && k.kind == kind.kind)
+            .filter(|(k, _)| namespace.is_none() || k.namespace.as_deref() == namespace)
+            .filter(|(_, o)| selector.matches(&labels_of(o)))
+            .map(|(_, o)| json_text(o))
+            .collect())
+    }
+
+    async fn create(
+        &self,
+        object: ObjectText,
+        _plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        let object = object.to_value();
+        let mut state = self.lock();
+        let result = state.create(object.clone());
+        let error = error_text(&result);
+        state.journal.push(Write::Create { object, error });
+        result.map(|v| json_text(&v))
+    }
+
+    async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
+        let target = object.target().clone();
+        let object = object.to_value();
+        let mut state = self.lock();
+        let result = state.patch(&target, &Patch::Apply(object.clone()), false);
+        let error = error_text(&result);
+        state.journal.push(Write::Apply {
+            field_manager: plugin.field_manager(),
+            object,
+            error,
+        });
+        result.map(|v| json_text(&v))
+    }
+
+    async fn patch(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Json>,
+        _plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        let patch = patch_value(&patch).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let mut state = self.lock();
+        let result = state.patch(target, &patch, false);
+        let (patch_type, patch) = patch_parts(&patch);
+        let error = error_text(&result);
+        state.journal.push(Write::Patch {
+            target: target.into(),
+            patch_type,
+            patch,
+            error,
+        });
+        result.map(|v| json_text(&v))
+    }
+
+    async fn patch_status(
+        &self,
+        target: &ObjectRef,
+        patch: Patch<Json>,
+        _plugin: &PluginName,
+    ) -> Result<String, ClusterError> {
+        let patch = patch_value(&patch).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let mut state = self.lock();
+        let result = state.patch(target, &patch, true);
+        let (patch_type, patch) = patch_parts(&patch);
+        let error = error_text(&result);
+        state.journal.push(Write::PatchStatus {
+            target: target.into(),
+            patch_type,
+            patch,
+            error,
+        });
+        result.map(|v| json_text(&v))
+    }
+
+    async fn delete(&self, target: &ObjectRef, _plugin: &PluginName) -> Result<(), ClusterError> {
+        let mut state = self.lock();
+        state.delete(target);
+        state.journal.push(Write::Delete {
+            target: target.into(),
+            error: None,
+        });
+        Ok(())
+    }
+
+    async fn emit_event(&self, event: Event, _plugin: &PluginName) -> Result<(), ClusterError> {
+        self.lock().journal.push(Write::Event {
+            regarding: (&event.regarding).into(),
+            event_type: event.event_type,
+            reason: event.reason,
+            action: event.action,
+            note: event.note,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plugin() -> PluginName {
+        PluginName::new("test").expect("valid")
+    }
+
+    fn cm(name: &str, data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default"}, "data": data})
+    }
+
+    fn text(object: Value) -> ObjectText {
+        ObjectText::from_value(&object).expect("an object")
+    }
+
+    fn merge(body: Value) -> Patch<Json> {
+        wasmop_core::cluster::text::patch_json(Patch::Merge(body)).expect("a patch")
+    }
+
+    fn cm_ref(name: &str) -> ObjectRef {
+        ObjectRef::new(
+            GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            Some("default".into()),
+            name,
+        )
+    }
+
+    #[tokio::test]
+    async fn apply_creates_then_merges_and_bumps_generation_only_on_spec_change() {
+        let c = MemoryCluster::new();
+        let first = c
+            .apply(text(cm("a", json!({"k": "1"}))), &plugin())
+            .await
+            .expect("created");
+        let first: Value = serde_json::from_str(&first).expect("the reply is JSON");
+        assert_eq!(first["metadata"]["generation"], 1);
+        let second = c
+            .apply(text(cm("a", json!({"k": "2"}))), &plugin())
+            .await
+            .expect("applied");
+        let second: Value = serde_json::from_str(&second).expect("the reply is JSON");
+        assert_eq!(second["metadata"]["generation"], 2);
+        assert_eq!(second["metadata"]["uid"], first["metadata"]["uid"]);
+        let status = c
+            .patch_status(
+                &cm_ref("a"),
+                merge(json!({"status": {"ok": true}})),
+                &plugin(),
+            )
+            .await
+            .expect("status");
+        let status: Value = serde_json::from_str(&status).expect("the reply is JSON");
+        assert_eq!(status["metadata"]["generation"], 2);
+        assert_eq!(status["status"]["ok"], true);
+        assert_eq!(c.writes().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn create_of_an_existing_object_conflicts_and_is_journaled_with_the_error() {
+        let c = MemoryCluster::new();
+        c.seed([cm("a", json!({}))]).expect("seed");
+        let err = c
+            .create(text(cm("a", json!({}))), &plugin())
+            .await
+            .expect_err("exists");
+        assert!(matches!(err, ClusterError::Conflict(_)));
+        let writes = c.writes();
+        assert!(
+            matches!(&writes[0], Write::Create { error: Some(e), .. } if e.contains("already exists"))
+        );
+    }
+
+    #[tokio::test]
+    async fn get_returns_the_stored_object_as_json_text_and_a_missing_one_is_not_found() {
+        let c = MemoryCluster::new();
+        c.seed([cm("a", json!({"k": "1"}))]).expect("seed");
+        let text = c.get(&cm_ref("a")).await.expect("found");
+        let value: Value = serde_json::from_str(&text).expect("JSON text");
+        assert_eq!(Some(value), c.object(&cm_ref("a")));
+        let err = c.get(&cm_ref("missing")).await.expect_err("missing");
+        assert!(matches!(err, ClusterError::NotFound(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn list_filters_by_namespace_and_selector() {
+        let c = MemoryCluster::new();
+        let mut labelled = cm("a", json!({}));
+        labelled["metadata"]["labels"] = json!({"app": "web"});
+        c.seed([labelled, cm("b", json!({}))]).expect("seed");
+        let kind = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let all = c.list(&kind, Some("default"), None).await.expect("list");
+        assert_eq!(all.len(), 2);
+        let web = c.list(&kind, None, Some("app=web")).await.expect("list");
+        assert_eq!(web.len(), 1);
+        let web: Value = serde_json::from_str(&web[0]).expect("JSON text");
+        assert_eq!(web["metadata"]["name"], "a");
+        let other = c.list(&kind, Some("other"), None).await.expect("list");
+        assert!(other.is_empty());
+    }
+
+    #[tokio::test]
+    async fn delete_removes_owned_objects_too() {
+        let c = MemoryCluster::new();
+        let mut owner = cm("owner", json!({}));
+        owner["metadata"]["uid"] = json!("u-1");
+        let mut owned = cm("owned", json!({}));
+        owned["metadata"]["ownerReferences"] =
+            json!([{"uid": "u-1", "kind": "ConfigMap", "name": "owner"}]);
+        c.seed([owner, owned]).expect("seed");
+        c.delete(&cm_ref("owner"), &plugin()).await.expect("delete");
+        assert!(c.objects().is_empty());
+    }
+
+    #[tokio::test]
+    async fn json_patch_and_missing_targets_fail_typed() {
+        let c = MemoryCluster::new();
+        c.seed([cm("a", json!({"k": "1"}))]).expect("seed");
+        let ops: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "replace", "path": "/data/k", "value": "2"}]))
+                .expect("ops");
+        let patched = c
+            .patch(&cm_ref("a"), Patch::Json(ops), &plugin())
+            .await
+            .expect("patched");
+        let patched: Value = serde_json::from_str(&patched).expect("the reply is JSON");
+        assert_eq!(patched["data"]["k"], "2");
+        let err = c
+            .patch(&cm_ref("missing"), merge(json!({})), &plugin())
+            .await
+            .expect_err("missing");
+        assert!(matches!(err, ClusterError::NotFound(_)));
+    }
+}

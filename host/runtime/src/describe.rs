@@ -1,0 +1,94 @@
+//! Calling `describe` once at load, under its own short deadline and outside the limit on
+//! concurrent loads, and turning the WIT `info` record into a validated [`PluginInfo`]
+//! ([`declared`]).
+//!
+//! # Why describe cannot hold up other loads
+//! A `describe` that loops would otherwise hold a load's place for the call deadline (10 s
+//! by default) while healthy plugins wait behind it. So `describe` gets
+//! [`RuntimeConfig::describe_deadline`](super::RuntimeConfig::describe_deadline) (1 s by
+//! default) instead of the call deadline, does not count against the loads that
+//! compile at once (see `loader`), and describes together take at most half the instance
+//! slots, so reconciles keep the other half however many plugins arrive at once.
+
+mod declared;
+
+pub use self::declared::{
+    DeclarationError, MAX_OWNS, MAX_PERMISSION_NAMESPACES, MAX_PERMISSIONS, MAX_VERBS,
+    MAX_VERSION_LEN, MAX_WATCHES,
+};
+
+use super::bindings::PluginPre;
+use super::call::{CallState, PluginShared};
+use super::dispatch::{failure, new_store};
+use super::loader::LoadError;
+use super::outcome::Outcome;
+use super::{Limits, Runtime};
+use wasmop_core::plugin::{PluginInfo, PluginName};
+use wasmop_core::policy::Grants;
+
+/// Calls `describe` in a fresh instance of `pre` (compiled by `engine`: the main one, or the
+/// Winch engine of a tiered load) and validates what it returns.
+pub async fn describe(
+    runtime: &Runtime,
+    engine: &wasmtime::Engine,
+    pre: &PluginPre<CallState>,
+    limits: &Limits,
+) -> Result<PluginInfo, LoadError> {
+    let Ok(_describing) = runtime.inner.describing.acquire().await else {
+        unreachable!("the describe semaphore is never closed");
+    };
+    let Ok(_slot) = runtime.inner.slots.acquire().await else {
+        unreachable!("the instance-slot semaphore is never closed");
+    };
+    let deadline = runtime.inner.config.describe_deadline;
+    // The epoch callback and the error report use describe's deadline, not the call's.
+    let limits = &Limits {
+        deadline,
+        ..limits.clone()
+    };
+    // A placeholder name for log tags until the plugin has said its own.
+    let Ok(placeholder) = PluginName::new("loading") else {
+        unreachable!("`loading` is a plugin name");
+    };
+    let shared = PluginShared {
+        plugin: placeholder,
+        grants: Grants::none(),
+        config_json: "{}".into(),
+        limits: limits.clone(),
+    };
+    let state = CallState::from_parts(
+        runtime.inner.config.fixed_clock,
+        std::sync::Arc::new(shared),
+        None,
+        None,
+    );
+    let metered = runtime.inner.config.fuel_enabled();
+    // Epochs advance (deadline, yields) while `describe` may run guest code.
+    let _ticking = runtime.inner.ticker.ticking();
+    let mut store = new_store(engine, state, metered, limits.fuel).map_err(|e| {
+        LoadError::Describe(Outcome::Trap {
+            message: format!("{e:#}"),
+            backtrace: vec![],
+        })
+    })?;
+    let call = async {
+        let instance = pre.instantiate_async(&mut store).await?;
+        instance
+            .wasmop_plugin_reconciler()
+            .call_describe(&mut store)
+            .await
+    };
+    let result = tokio::time::timeout(deadline, call).await;
+    let state = store.data();
+    let printed = state.output.take();
+    let info = match result {
+        Err(_) => {
+            return Err(LoadError::Describe(Outcome::Timeout(
+                super::outcome::Budget::WallClock(deadline),
+            )));
+        }
+        Ok(Err(e)) => return Err(LoadError::Describe(failure(&e, state, &printed, limits))),
+        Ok(Ok(info)) => info,
+    };
+    Ok(declared::convert_info(info)?)
+}

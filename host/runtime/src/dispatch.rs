@@ -1,0 +1,367 @@
+//! One call into a plugin: a fresh store and instance from the plugin's `InstancePre`, under
+//! its limits (memory, epoch deadline plus an outer timeout that also covers time spent in
+//! host calls, optional fuel), ending in exactly one [`Outcome`].
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tokio::runtime::Handle;
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
+
+use super::bindings::exports::wasmop::plugin::reconciler;
+use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
+use super::engine::Ticking;
+use super::hostcalls::{json_text, to_wit_ref};
+use super::lane::Demotion;
+use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
+use super::wasi::{self, Printed};
+use super::{Compiler, Limits, Request};
+use super::{PluginInner, RequestObject};
+use wasmop_core::cluster::trim::trim_value;
+use wasmop_core::cluster::{Cluster, ObjectRef};
+use wasmop_core::plugin::text::PluginText;
+
+/// Which export to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `reconcile`.
+    Reconcile,
+    /// `cleanup`.
+    Cleanup,
+}
+
+/// A store for one call, with the limiter, fuel and epoch deadline installed. The epoch
+/// callback yields to tokio every tick (so a busy guest never starves other tasks on its
+/// worker thread), counts the slices of guest code towards the call's demotion to the
+/// low-priority lane (see [`super::lane`]) and traps once the deadline has passed. The
+/// callback runs only while guest code runs (an epoch check in the code finds the deadline
+/// passed), so the count is of computing, not of waiting for host calls.
+///
+/// `metered` says whether the engine consumes fuel: a store of such an engine starts with
+/// none, so a call without a budget (`fuel` is `None`) gets all there is, which no call can
+/// use up before its deadline.
+pub fn new_store(
+    engine: &Engine,
+    state: CallState,
+    metered: bool,
+    fuel: Option<u64>,
+) -> wasmtime::Result<Store<CallState>> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    if metered {
+        store.set_fuel(fuel.unwrap_or(u64::MAX))?;
+    }
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let state = ctx.data_mut();
+        if Instant::now() >= state.deadline {
+            state.timed_out = true;
+            return Err(DeadlineExceeded.into());
+        }
+        // On demotion too the fiber must suspend, so that the caller can move the call.
+        state.count_slice();
+        Ok(UpdateDeadline::Yield(1))
+    });
+    Ok(store)
+}
+
+/// Runs one call of `plugin`; also tells which compiler made the code it ran on.
+pub async fn call(
+    plugin: &PluginInner,
+    cluster: Arc<dyn Cluster>,
+    request: Request,
+    entry: Entry,
+) -> (Outcome, Usage, Compiler) {
+    // One span per reconcile: the controller opens it (with these fields) around the whole
+    // reconcile, finalizer handling included; only a caller that did not (the offline
+    // harness) gets it here.
+    if tracing::Span::current()
+        .metadata()
+        .is_some_and(|m| m.name() == "reconcile")
+    {
+        return run(plugin, cluster, request, entry).await;
+    }
+    let span = tracing::info_span!(
+        "reconcile",
+        plugin = %plugin.info.name,
+        "object.ref" = %request.target,
+        plugin.digest = %plugin.digest.short(),
+        entry = ?entry,
+    );
+    run(plugin, cluster, request, entry).instrument(span).await
+}
+
+/// What a call holds until it really ends, moved with it if it is demoted. Fields drop in
+/// order: the store (and with it the instance) before the slot permit that let it exist, and
+/// the epoch hold last, so that a guest is never left running without ticks.
+struct Held {
+    store: Store<CallState>,
+    _slot: OwnedSemaphorePermit,
+    _ticking: Ticking,
+}
+
+async fn run(
+    plugin: &PluginInner,
+    cluster: Arc<dyn Cluster>,
+    request: Request,
+    entry: Entry,
+) -> (Outcome, Usage, Compiler) {
+    let limits = &plugin.shared.limits;
+    // The code current now runs this whole call, even if tiered loading replaces it meanwhile.
+    let code = plugin.code.current();
+    // Never fails: the semaphore lives as long as the runtime and is never closed.
+    let Ok(slot) = Arc::clone(&plugin.runtime.slots).acquire_owned().await else {
+        unreachable!("the instance-slot semaphore is never closed");
+    };
+    // Epochs advance (deadline, yields) while this call may run guest code.
+    let ticking = plugin.runtime.ticker.ticking();
+    let mut state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
+    let config = &plugin.runtime.config;
+    state.demotion = config
+        .demote_after
+        .map(|after| Demotion::new(after, config.epoch_tick, Handle::current()));
+    let signal = state.demotion.as_ref().map(Demotion::signal);
+    // A plugin whose last call computed long starts this one on the lane: otherwise each
+    // call of a spinning plugin would first take `demoteAfter` of the host's own threads.
+    let start_demoted = signal.is_some() && plugin.computes_long.load(Ordering::Relaxed);
+    if start_demoted {
+        state.start_demoted();
+    }
+    let metered = config.fuel_enabled();
+    let store = match new_store(&code.engine, state, metered, limits.fuel) {
+        Ok(store) => store,
+        Err(e) => {
+            let outcome = Outcome::Trap {
+                message: format!("cannot prepare the call: {e:#}"),
+                backtrace: Vec::new(),
+            };
+            return (outcome, Usage::default(), code.compiler);
+        }
+    };
+    let wit_request = reconciler::Request {
+        target: to_wit_ref(&request.target),
+        object: match request.object {
+            RequestObject::Value(mut value) => {
+                trim_value(&mut value);
+                json_text(&value)
+            }
+            RequestObject::Text(text) => text,
+        },
+    };
+    let started = Instant::now();
+    let mut held = Held {
+        store,
+        _slot: slot,
+        _ticking: ticking,
+    };
+    let deadline = limits.deadline;
+    let pre = Arc::clone(&code);
+    // Owns all it uses, so that it can move to the low-priority lane whole.
+    let call = async move {
+        let store = &mut held.store;
+        let call = async {
+            let instance = pre.pre.instantiate_async(&mut *store).await?;
+            let exports = instance.wasmop_plugin_reconciler();
+            match entry {
+                Entry::Reconcile => exports.call_reconcile(&mut *store, &wit_request).await,
+                Entry::Cleanup => exports.call_cleanup(&mut *store, &wit_request).await,
+            }
+        };
+        // The epoch deadline stops a guest that computes; this also stops one waiting in a
+        // host call (a slow API server), which epochs cannot interrupt.
+        let result = tokio::time::timeout(deadline, call).await;
+        (held, result)
+    };
+    let (held, result) = match signal {
+        None => call.await,
+        Some(_) if start_demoted => plugin.runtime.lane.on_lane(call).await.0,
+        Some(signal) => plugin.runtime.lane.run(call, &signal).await.0,
+    };
+    let Held {
+        store,
+        _slot,
+        _ticking,
+    } = held;
+    let fuel = limits
+        .fuel
+        .map(|budget| budget.saturating_sub(store.get_fuel().unwrap_or(0)));
+    let state = store.data();
+    if let Some(demotion) = &state.demotion {
+        plugin
+            .computes_long
+            .store(demotion.ran_long(), Ordering::Relaxed);
+    }
+    let usage = Usage {
+        memory_peak: u64::try_from(state.limiter.peak).unwrap_or(u64::MAX),
+        fuel,
+        demoted: state.demotion.as_ref().is_some_and(|d| d.demoted),
+        denied: state.host.denials,
+    };
+    state.host.log_denials();
+    let printed = state.output.take();
+    wasi::forward(
+        &printed,
+        state.host.plugin().as_str(),
+        limits.log_line_bytes,
+    );
+    let outcome = match result {
+        Err(_elapsed) => Outcome::Timeout(Budget::WallClock(limits.deadline)),
+        Ok(Err(error)) => failure(&error, state, &printed, limits),
+        Ok(Ok(returned)) => match &state.host.denial {
+            Some(denial) => Outcome::Denied(denial.clone()),
+            None => returned_outcome(returned, limits),
+        },
+    };
+    if state.host.log_lines_dropped > 0 {
+        tracing::warn!(
+            dropped = state.host.log_lines_dropped,
+            "plugin log lines over the cap were dropped"
+        );
+    }
+    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    log_outcome(&outcome, plugin, &request.target, elapsed_us);
+    // Dropping the instance (then the slot permit, then the epoch hold) returns its slot to
+    // the pool; the WASI context goes back to the plugin for its next call.
+    store.into_data().recycle(plugin);
+    (outcome, usage, code.compiler)
+}
+
+/// Logs how a call ended. The span carries the plugin and object too, but it is at INFO and
+/// may be filtered out: a failure must name its plugin and object on its own. The object's
+/// name is formatted only if the event is enabled.
+fn log_outcome(outcome: &Outcome, plugin: &PluginInner, target: &ObjectRef, elapsed_us: u64) {
+    let plugin_name = plugin.shared.plugin.as_str();
+    match outcome {
+        Outcome::Action(_) => {
+            tracing::debug!(
+                plugin = plugin_name,
+                object = %target,
+                outcome = outcome.label(),
+                elapsed_us,
+                "{outcome}"
+            );
+        }
+        Outcome::Trap { backtrace, .. } => {
+            let backtrace = backtrace.join(" <- ");
+            tracing::warn!(
+                plugin = plugin_name,
+                object = %target,
+                outcome = outcome.label(),
+                elapsed_us,
+                backtrace,
+                "{}",
+                outcome.message()
+            );
+        }
+        _ => {
+            tracing::warn!(
+                plugin = plugin_name,
+                object = %target,
+                outcome = outcome.label(),
+                elapsed_us,
+                "{outcome}"
+            );
+        }
+    }
+}
+
+fn returned_outcome(
+    returned: Result<reconciler::Action, reconciler::Error>,
+    limits: &Limits,
+) -> Outcome {
+    // The guest controls the message's size and content: keep what a log line can hold, and
+    // escape it once, here, for every place it is shown (logs, Events, status).
+    let cap = |m: String| PluginText::cut(&m, limits.log_line_bytes);
+    match returned {
+        Ok(reconciler::Action::Done) => Outcome::Action(Action::Done),
+        Ok(reconciler::Action::RequeueAfter(ms)) => {
+            Outcome::Action(Action::RequeueAfter(std::time::Duration::from_millis(ms)))
+        }
+        Err(reconciler::Error::Retryable(m)) => Outcome::PluginError {
+            kind: PluginErrorKind::Retryable,
+            message: cap(m),
+        },
+        Err(reconciler::Error::Permanent(m)) => Outcome::PluginError {
+            kind: PluginErrorKind::Permanent,
+            message: cap(m),
+        },
+    }
+}
+
+/// The outcome of a call that ended in an error, using the flags the call recorded: they
+/// say reliably what happened, whatever wrapping the error went through.
+pub fn failure(
+    error: &wasmtime::Error,
+    state: &CallState,
+    printed: &Printed,
+    limits: &Limits,
+) -> Outcome {
+    if state.timed_out {
+        return Outcome::Timeout(Budget::WallClock(limits.deadline));
+    }
+    if matches!(error.downcast_ref::<Trap>(), Some(Trap::OutOfFuel)) {
+        return Outcome::Timeout(Budget::Fuel(limits.fuel.unwrap_or_default()));
+    }
+    if state.limiter.refused_growth.is_some() {
+        return Outcome::OutOfMemory {
+            limit: limits.memory,
+        };
+    }
+    if let Some(kind) = state.host.breach {
+        return Outcome::LimitExceeded(kind);
+    }
+    if let Some(denial) = &state.host.denial {
+        return Outcome::Denied(denial.clone());
+    }
+    trap(error, printed)
+}
+
+fn trap(error: &wasmtime::Error, printed: &Printed) -> Outcome {
+    let mut message = if let Some(e) = error.downcast_ref::<HostCallDuringDescribe>() {
+        e.to_string()
+    } else {
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::StackOverflow) => "wasm stack overflow (unbounded recursion?)".to_owned(),
+            Some(Trap::MemoryOutOfBounds) => {
+                "out-of-bounds memory access (in a Rust guest also the \
+                 end of unbounded recursion that exhausted its shadow stack)"
+                    .to_owned()
+            }
+            Some(Trap::UnreachableCodeReached) => {
+                "unreachable code reached (a Rust panic or abort ends this way)".to_owned()
+            }
+            Some(trap) => trap.to_string(),
+            // wasmtime's own text, which can quote what the component declared.
+            None => PluginText::new(&format!("{:#}", error.root_cause())).into_string(),
+        }
+    };
+    if let Some(line) = printed.last_stderr_line() {
+        message.push_str("; last stderr line: ");
+        message.push_str(PluginText::cut(line, 512).as_str());
+    }
+    let backtrace = error
+        .downcast_ref::<WasmBacktrace>()
+        .map(|bt| {
+            bt.frames()
+                .iter()
+                .map(|f| {
+                    // `{:#}` drops the hash suffix; non-Rust names pass through unchanged.
+                    let func = f
+                        .func_name()
+                        .map(|n| format!("{:#}", rustc_demangle::demangle(n)))
+                        .unwrap_or_else(|| format!("func[{}]", f.func_index()));
+                    // Both names come from the plugin's own name section.
+                    let frame = match f.module().name() {
+                        Some(module) => format!("{module}!{func}"),
+                        None => func,
+                    };
+                    PluginText::new(&frame).into_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Outcome::Trap { message, backtrace }
+}

@@ -1,0 +1,577 @@
+//! Loading a plugin version: check the bytes are a component of a compatible
+//! `wasmop:plugin` world, compile it (or take the cached artefact), call `describe` once,
+//! derive its grants, and keep an `InstancePre` for fast per-call instantiation. With tiered
+//! loading, a version without an artefact is compiled by Winch and its Cranelift compilation
+//! starts in the background ([`super::tiered`]).
+
+mod image;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::bindings::PluginPre;
+use super::call::PluginShared;
+use super::describe::{DeclarationError, describe};
+use super::outcome::Outcome;
+use super::tiered::{Code, CodeCell, promote_later};
+use super::wasi::WasiPool;
+use super::{Compiler, LoadOptions, PluginInner, Runtime};
+use wasmop_core::plugin::{ComponentBytes, Digest, PluginInfo};
+use wasmop_core::policy::{Grants, PolicyError};
+
+/// The `wasmop:plugin` version this host implements.
+pub const WIT_VERSION: Version = Version {
+    major: 0,
+    minor: 1,
+    patch: 0,
+};
+
+const PACKAGE: &str = "wasmop:plugin/";
+
+/// A semver version of the WIT package.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    /// Major.
+    pub major: u64,
+    /// Minor.
+    pub minor: u64,
+    /// Patch.
+    pub patch: u64,
+}
+
+impl Version {
+    fn parse(s: &str) -> Option<Self> {
+        let core = s.split(['-', '+']).next()?;
+        let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+        let v = Self {
+            major: parts.next()??,
+            minor: parts.next()??,
+            patch: parts.next()??,
+        };
+        parts.next().is_none().then_some(v)
+    }
+
+    /// Semver compatibility as the component model sees it: same major, and while the major
+    /// is 0, same minor.
+    fn compatible_with(&self, other: &Version) -> bool {
+        self.major == other.major && (self.major != 0 || self.minor == other.minor)
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// Why a plugin cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes are not WebAssembly.
+    #[error("not a WebAssembly file: it does not start with the `\\0asm` magic number")]
+    NotWasm,
+    /// The bytes end inside a section.
+    #[error(
+        "truncated WebAssembly file: a section at byte {offset} needs {needed} bytes but the file has {len}"
+    )]
+    Truncated {
+        /// Where the cut section starts.
+        offset: usize,
+        /// The bytes the section needs.
+        needed: usize,
+        /// The file's length.
+        len: usize,
+    },
+    /// A core module instead of a component.
+    #[error(
+        "a core WebAssembly module, not a component: build the plugin for `wasm32-wasip2` or \
+         with `cargo component build`"
+    )]
+    CoreModule,
+    /// An unknown binary version or layer.
+    #[error("unsupported WebAssembly binary version {0:#010x}")]
+    UnknownBinaryVersion(u32),
+    /// Compilation failed (invalid wasm inside a well-framed file).
+    #[error("invalid WebAssembly component")]
+    Compile(#[source] wasmtime::Error),
+    /// A component of another world.
+    #[error(
+        "not a wasmop plugin: the component does not export `wasmop:plugin/reconciler` \
+         (it exports: {exports})"
+    )]
+    OtherWorld {
+        /// What it exports, comma-separated.
+        exports: String,
+    },
+    /// Built against an incompatible version of the contract.
+    #[error(
+        "built against wasmop:plugin@{found} (`{item}`), but this host implements \
+         wasmop:plugin@{supported}; rebuild the plugin against a compatible SDK"
+    )]
+    IncompatibleVersion {
+        /// The version the component uses.
+        found: String,
+        /// The version this host implements.
+        supported: Version,
+        /// The import or export that named it.
+        item: String,
+    },
+    /// Required exports are missing or have the wrong types.
+    #[error("the component's `wasmop:plugin/reconciler` export is incomplete")]
+    MissingExports(#[source] wasmtime::Error),
+    /// Imports the host does not provide.
+    #[error("the component imports what wasmop does not provide: {imports}")]
+    UnsatisfiableImports {
+        /// The imports, comma-separated.
+        imports: String,
+    },
+    /// Imports exist but do not type-check against the host's.
+    #[error("the component's imports do not match what wasmop provides")]
+    ImportMismatch(#[source] wasmtime::Error),
+    /// `describe` did not return normally.
+    #[error("`describe` failed: {0}")]
+    Describe(Outcome),
+    /// The declaration is invalid.
+    #[error("the plugin's declaration is invalid")]
+    Declaration(#[from] DeclarationError),
+    /// The policy refuses the plugin.
+    #[error("the policy refuses the plugin")]
+    Policy(#[from] PolicyError),
+    /// The plugin's settings are not a JSON object.
+    #[error("the plugin's settings must be a JSON object, not {0}")]
+    SettingsNotAnObject(&'static str),
+    /// The plugin's limits do not fit the runtime.
+    #[error("the plugin's limits do not fit the runtime: {0}")]
+    Limits(String),
+    /// Compilation ran on a blocking thread that panicked or was cancelled.
+    #[error("the compilation task failed")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+/// How loading went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadStats {
+    /// The component's size in bytes.
+    pub size: usize,
+    /// Time to compile, or to load the cached artefact.
+    pub compile_time: Duration,
+    /// Whether the artefact was loaded rather than compiled here (from the cache, or from
+    /// the precompiled directory).
+    pub from_cache: bool,
+    /// Whether it came from the precompiled directory (`wasmop compile`).
+    pub precompiled: bool,
+    /// The compiler whose code it was loaded with: Winch for a tiered load without an
+    /// artefact (Cranelift's code replaces it later: [`super::Plugin::compiler`] tells which
+    /// runs now), otherwise the runtime's compiler.
+    pub compiler: Compiler,
+}
+
+/// Checks the framing: magic, binary version and layer, and that every top-level section fits.
+pub fn check_framing(bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm);
+    }
+    let version = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    match version {
+        0x0001_000d => {}
+        0x0000_0001 => return Err(LoadError::CoreModule),
+        other => return Err(LoadError::UnknownBinaryVersion(other)),
+    }
+    let mut offset = 8;
+    while offset < bytes.len() {
+        let start = offset;
+        offset += 1; // section id
+        let mut size: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let Some(&b) = bytes.get(offset) else {
+                return Err(LoadError::Truncated {
+                    offset: start,
+                    needed: offset + 1,
+                    len: bytes.len(),
+                });
+            };
+            offset += 1;
+            size |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 || shift > 35 {
+                break;
+            }
+        }
+        let end = offset.saturating_add(usize::try_from(size).unwrap_or(usize::MAX));
+        if end > bytes.len() {
+            return Err(LoadError::Truncated {
+                offset: start,
+                needed: end,
+                len: bytes.len(),
+            });
+        }
+        offset = end;
+    }
+    Ok(())
+}
+
+/// `wasmop:plugin/<iface>@<version>` → (iface, version text).
+fn split_package_item(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix(PACKAGE)?.split_once('@')
+}
+
+/// Checks the component's imports and exports by name, for clear messages before wasmtime's
+/// own type-check.
+fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+    for name in exports.iter().chain(&imports) {
+        if let Some((_, version)) = split_package_item(name) {
+            let compatible =
+                Version::parse(version).is_some_and(|v| v.compatible_with(&WIT_VERSION));
+            if !compatible {
+                return Err(LoadError::IncompatibleVersion {
+                    found: version.to_owned(),
+                    supported: WIT_VERSION,
+                    item: name.clone(),
+                });
+            }
+        }
+    }
+    if !exports
+        .iter()
+        .any(|e| e.starts_with("wasmop:plugin/reconciler@"))
+    {
+        return Err(LoadError::OtherWorld {
+            exports: if exports.is_empty() {
+                "nothing".into()
+            } else {
+                exports.join(", ")
+            },
+        });
+    }
+    let unknown: Vec<&str> = imports
+        .iter()
+        .map(String::as_str)
+        .filter(|i| !(i.starts_with(PACKAGE) || i.starts_with("wasi:")))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(LoadError::UnsatisfiableImports {
+            imports: unknown.join(", "),
+        });
+    }
+    Ok(())
+}
+
+fn compile(
+    runtime: &Runtime,
+    bytes: &[u8],
+    digest: &Digest,
+) -> Result<(Component, LoadStats), LoadError> {
+    let inner = &runtime.inner;
+    let started = Instant::now();
+    if let Some(cache) = &inner.cache
+        && let Some(component) = cache.load(&inner.engine, digest)
+    {
+        let stats = LoadStats {
+            size: bytes.len(),
+            compile_time: started.elapsed(),
+            from_cache: true,
+            precompiled: false,
+            compiler: inner.config.compiler,
+        };
+        return Ok((component, stats));
+    }
+    if let Some(dir) = &inner.config.precompiled_dir
+        && let Some(component) = super::precompiled::load(
+            dir,
+            &inner.engine,
+            digest,
+            super::precompiled::ArtefactMode::of(&inner.mode),
+        )
+    {
+        let stats = LoadStats {
+            size: bytes.len(),
+            compile_time: started.elapsed(),
+            from_cache: true,
+            precompiled: true,
+            compiler: inner.config.compiler,
+        };
+        return Ok((component, stats));
+    }
+    // Tiered: Winch now, and no artefact (artefacts are Cranelift's; the background
+    // compilation writes it). What Winch cannot compile (an instruction it does not
+    // implement, or bytes that are not valid at all) goes to Cranelift, whose verdict counts:
+    // a version Cranelift accepts is never refused because of Winch.
+    if let Some(baseline) = inner.tiering.baseline(&inner.config) {
+        match Component::new(&baseline.engine, bytes) {
+            Ok(component) => {
+                let stats = LoadStats {
+                    size: bytes.len(),
+                    compile_time: started.elapsed(),
+                    from_cache: false,
+                    precompiled: false,
+                    compiler: Compiler::Winch,
+                };
+                return Ok((component, stats));
+            }
+            Err(error) => {
+                tracing::debug!(digest = %digest.short(), error = %format!("{error:#}"), "Winch cannot compile this version; compiling it with Cranelift");
+            }
+        }
+    }
+    let component = Component::new(&inner.engine, bytes).map_err(LoadError::Compile)?;
+    let compile_time = started.elapsed();
+    if let Some(cache) = &inner.cache
+        && let Err(e) = cache.store(digest, &component)
+    {
+        tracing::warn!(error = %wasmop_core::chain(&e), "cannot cache the compiled plugin; it will be compiled again next time");
+    }
+    let stats = LoadStats {
+        size: bytes.len(),
+        compile_time,
+        from_cache: false,
+        precompiled: false,
+        compiler: inner.config.compiler,
+    };
+    Ok((component, stats))
+}
+
+/// Starts compiling `bytes` ahead of its load (see [`super::ahead`]), when they frame a whole
+/// component.
+pub fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
+    if check_framing(component.bytes()).is_err() {
+        return;
+    }
+    let digest = component.digest();
+    let bytes = component.into_bytes();
+    let rt = runtime.clone();
+    runtime
+        .inner
+        .ahead
+        .start(digest, move || compile(&rt, &bytes, &digest));
+}
+
+pub async fn load(
+    runtime: &Runtime,
+    component: ComponentBytes,
+    options: LoadOptions,
+) -> Result<super::Plugin, LoadError> {
+    check_framing(component.bytes())?;
+    let limits = check_options(runtime, &options)?;
+    let digest = component.digest();
+    // Kept for the background Cranelift compilation of a tiered load.
+    let bytes = Arc::new(component.into_bytes());
+    // Compilation is CPU-heavy and the cache does file I/O: keep both off the async threads,
+    // and only as many at once as there are CPUs. The permit ends before `describe`.
+    let Ok(compiling) = runtime.inner.compiling.acquire().await else {
+        unreachable!("the compile semaphore is never closed");
+    };
+    let task = match runtime.inner.ahead.take(&digest) {
+        Some(started) => started,
+        None => {
+            let rt = runtime.clone();
+            let bytes = Arc::clone(&bytes);
+            tokio::task::spawn_blocking(move || compile(&rt, &bytes, &digest))
+        }
+    };
+    let (component, stats) = task.await.map_err(LoadError::Task)??;
+    drop(compiling);
+    let inner = &runtime.inner;
+    // The main engine's code, or the Winch engine's (a tiered load without an artefact).
+    let baseline = !Engine::same(component.engine(), &inner.engine);
+    let (engine, linker) = if baseline {
+        let Some(b) = inner.tiering.baseline(&inner.config) else {
+            unreachable!("Winch code comes from the Winch engine, which was built for it");
+        };
+        (&b.engine, &b.linker)
+    } else {
+        (&inner.engine, &inner.linker)
+    };
+    check_world(engine, &component)?;
+    let instance_pre = linker
+        .instantiate_pre(&component)
+        .map_err(LoadError::ImportMismatch)?;
+    let pre = PluginPre::new(instance_pre).map_err(LoadError::MissingExports)?;
+    let info = describe(runtime, engine, &pre, &limits).await?;
+    if stats.from_cache {
+        // Mapped from an artefact file: what loading and `describe` touched need not stay
+        // resident (see `image`).
+        image::release(&component);
+    }
+    let grants = Grants::new(&info, &options.policy)?;
+    let code = CodeCell::new(Code {
+        engine: engine.clone(),
+        pre,
+        compiler: stats.compiler,
+    });
+    if baseline {
+        promote_later(
+            runtime,
+            bytes,
+            digest,
+            info.name.clone(),
+            &code,
+            stats.compile_time,
+        );
+    }
+    tracing::info!(plugin = %info.name, version = %info.version, digest = %digest.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, "plugin loaded");
+    Ok(super::Plugin {
+        inner: std::sync::Arc::new(plugin_inner(
+            runtime,
+            PluginShared {
+                plugin: info.name.clone(),
+                grants,
+                config_json: options.config.to_string(),
+                limits,
+            },
+            info,
+            digest,
+            code,
+            stats,
+        )),
+    })
+}
+
+/// The same plugin version under other options: no compilation and no `describe`, only the
+/// checks and grants that depend on the options. The host needs this because a plugin's
+/// settings are keyed by the name that only `describe` tells.
+pub fn with_options(
+    plugin: &super::Plugin,
+    options: LoadOptions,
+) -> Result<super::Plugin, LoadError> {
+    let inner = &plugin.inner;
+    let runtime = Runtime {
+        inner: inner.runtime.clone(),
+    };
+    let limits = check_options(&runtime, &options)?;
+    let grants = Grants::new(&inner.info, &options.policy)?;
+    Ok(super::Plugin {
+        inner: std::sync::Arc::new(plugin_inner(
+            &runtime,
+            PluginShared {
+                plugin: inner.info.name.clone(),
+                grants,
+                config_json: options.config.to_string(),
+                limits,
+            },
+            inner.info.clone(),
+            inner.digest,
+            Arc::clone(&inner.code),
+            inner.stats.clone(),
+        )),
+    })
+}
+
+/// A plugin version ready for calls: what its calls share, and an empty pool of WASI
+/// contexts for them.
+fn plugin_inner(
+    runtime: &Runtime,
+    shared: PluginShared,
+    info: PluginInfo,
+    digest: Digest,
+    code: Arc<CodeCell>,
+    stats: LoadStats,
+) -> PluginInner {
+    let config = &runtime.inner.config;
+    let wasi = WasiPool::new(
+        shared.limits.output_bytes,
+        config.fixed_clock,
+        config.concurrency as usize,
+    );
+    PluginInner {
+        runtime: runtime.inner.clone(),
+        shared: std::sync::Arc::new(shared),
+        info,
+        digest,
+        wasi,
+        code,
+        stats,
+        computes_long: std::sync::atomic::AtomicBool::new(false),
+    }
+}
+
+/// Checks the options that do not depend on the component, and resolves its limits.
+fn check_options(runtime: &Runtime, options: &LoadOptions) -> Result<super::Limits, LoadError> {
+    let kind = match &options.config {
+        serde_json::Value::Object(_) => None,
+        serde_json::Value::Null => Some("null"),
+        serde_json::Value::Bool(_) => Some("a boolean"),
+        serde_json::Value::Number(_) => Some("a number"),
+        serde_json::Value::String(_) => Some("a string"),
+        serde_json::Value::Array(_) => Some("an array"),
+    };
+    if let Some(kind) = kind {
+        return Err(LoadError::SettingsNotAnObject(kind));
+    }
+    let limits = options
+        .limits
+        .clone()
+        .unwrap_or_else(|| runtime.inner.config.limits.clone());
+    if limits.memory > runtime.inner.config.limits.memory {
+        return Err(LoadError::Limits(format!(
+            "a memory limit of {} bytes exceeds the runtime's {} bytes",
+            limits.memory, runtime.inner.config.limits.memory
+        )));
+    }
+    if limits.fuel.is_some() && !runtime.inner.config.fuel_enabled() {
+        return Err(LoadError::Limits(
+            "a fuel budget needs a runtime configured with fuel".into(),
+        ));
+    }
+    Ok(limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wit_version_matches_the_wit_package() {
+        let wit = include_str!("../../../wit/plugin.wit");
+        assert!(wit.contains(&format!("package wasmop:plugin@{WIT_VERSION};")));
+    }
+
+    #[test]
+    fn version_compatibility_follows_component_model_semver() {
+        let v = |s| Version::parse(s).expect(s);
+        assert!(v("0.1.3").compatible_with(&WIT_VERSION));
+        assert!(!v("0.2.0").compatible_with(&WIT_VERSION));
+        assert!(!v("1.0.0").compatible_with(&WIT_VERSION));
+        assert!(v("1.4.0").compatible_with(&v("1.0.0")));
+        assert!(Version::parse("1.x").is_none());
+    }
+
+    #[test]
+    fn framing_check_names_what_is_wrong() {
+        assert!(matches!(
+            check_framing(b"hello world"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(
+            check_framing(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
+        // A component header, then a section claiming 100 bytes with 2 present.
+        let cut = b"\0asm\x0d\0\x01\0\x01\x64ab";
+        assert!(matches!(
+            check_framing(cut),
+            Err(LoadError::Truncated {
+                offset: 8,
+                needed: 110,
+                len: 12
+            })
+        ));
+        assert!(check_framing(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}
