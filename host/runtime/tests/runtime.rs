@@ -585,7 +585,7 @@ async fn bad_files_are_refused_with_the_reason() {
 
 #[test]
 fn newer_major_fixture_differs_from_the_contract_only_in_its_version() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let real = std::fs::read_to_string(format!("{root}/wit/plugin.wit")).expect("wit");
     let copy = std::fs::read_to_string(format!("{root}/tests/hostile/newer-major/wit/plugin.wit"))
         .expect("copy");
