@@ -1,6 +1,6 @@
 // Command database-config-cr is the controller-runtime contender of wasmop's benchmarks
-// (bench/run): the logic of plugins/database-config written the way a controller-runtime user
-// would. Each Database (demo.wasmop.dev/v1) gets a server-side-applied ConfigMap
+// (bench/run): the logic of plugins/rust/database-config written the way a controller-runtime
+// user would. Each Database (demo.wasmop.dev/v1) gets a server-side-applied ConfigMap
 // "<name>-config" that it owns, and a Ready condition with observedGeneration in its status;
 // the status is patched, and an Event recorded, only when it changes.
 //

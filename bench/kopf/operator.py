@@ -1,6 +1,6 @@
 """The kopf contender of wasmop's benchmarks (bench/run).
 
-The logic of plugins/database-config written as a kopf user would: each Database
+The logic of plugins/rust/database-config written as a kopf user would: each Database
 (demo.wasmop.dev/v1) gets a server-side-applied ConfigMap "<name>-config" that it owns, and a
 Ready condition with observedGeneration in its status; the status is patched (through kopf's
 own patch of the status subresource), and an Event recorded, only when it changes.

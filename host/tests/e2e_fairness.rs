@@ -382,7 +382,7 @@ async fn plugin_text_is_one_escaped_line_per_log_call_in_text_and_json_logs() {
     }
 }
 
-const DATABASE_CRD: &str = include_str!("../../plugins/database-config/crd.yaml");
+const DATABASE_CRD: &str = include_str!("../../plugins/rust/database-config/crd.yaml");
 
 fn databases(env: &TestEnv) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(

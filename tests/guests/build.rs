@@ -1,4 +1,4 @@
-//! Builds every guest crate under `plugins/*/`, `tests/hostile/*/` and `tests/sdk/*/` as a
+//! Builds every guest crate under `plugins/rust/*/`, `tests/hostile/*/` and `tests/sdk/*/` as a
 //! wasm32-wasip2 component and generates the table `src/lib.rs` serves paths from.
 //!
 //! Guests are discovered by listing those directories, so adding a guest is adding a
@@ -6,6 +6,14 @@
 //! are built by one nested `cargo build` with the `wasm` profile into
 //! `<workspace>/target/wasm-guests`: a separate target directory, because the outer cargo holds
 //! the lock on its own and a nested cargo waiting for it would deadlock.
+//!
+//! Example plugins live under `plugins/<language>/<name>/`; only `plugins/rust` is listed
+//! today. A plugin in another language (`plugins/python`, `plugins/go`) will join as another
+//! guest root with its own builder (its toolchain instead of the nested cargo, and its own
+//! marker file instead of `Cargo.toml`), producing a component into the same table. Its key
+//! stays the bare directory name, so names must be unique across every root and language
+//! (`guest_dirs` refuses two guests of one name), and tests never say which language a guest
+//! is written in.
 
 use std::collections::BTreeMap;
 use std::env;
@@ -14,10 +22,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The directories (relative to the workspace root) whose subdirectories are guests, and the
-/// role each one's guests play.
+/// The directories (relative to the workspace root) whose subdirectories are guest crates,
+/// and the role each one's guests play. Only Rust guests are here: they are all built by the
+/// one nested cargo (see the file's header for how other languages' plugins will join).
 const GUEST_ROOTS: &[(&str, &str)] = &[
-    ("plugins", "Plugin"),
+    ("plugins/rust", "Plugin"),
     ("tests/hostile", "Hostile"),
     ("tests/sdk", "Sdk"),
 ];
@@ -73,7 +82,7 @@ fn main() {
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", copy_dir.display()));
 
     let mut table = String::from(
-        "/// Every guest built from `plugins/*/`, `tests/hostile/*/` and `tests/sdk/*/`, sorted by name.\n",
+        "/// Every guest built from `plugins/rust/*/`, `tests/hostile/*/` and `tests/sdk/*/`, sorted by name.\n",
     );
     table.push_str("pub static GUESTS: &[Guest] = &[\n");
     for guest in &guests {
@@ -112,7 +121,7 @@ fn main() {
 /// that creating it is noticed.
 fn emit_rerun_lines(workspace: &Path) {
     println!("cargo::rerun-if-changed=build.rs");
-    for path in ["wit", "guest-sdk", "Cargo.toml", "Cargo.lock"]
+    for path in ["wit", "guest-sdk/rust", "Cargo.toml", "Cargo.lock"]
         .into_iter()
         .chain(GUEST_ROOTS.iter().map(|(root, _)| *root))
     {

@@ -1,5 +1,5 @@
 //! `database-config-native`: the baseline of wasmop's benchmarks (`bench/run`). The logic of
-//! `plugins/database-config` written as a kube-rs user would, as a
+//! `plugins/rust/database-config` written as a kube-rs user would, as a
 //! [`kube::runtime::Controller`]: each `Database` (demo.wasmop.dev/v1) gets a
 //! server-side-applied ConfigMap `<name>-config` that it owns, and a `Ready` condition with
 //! `observedGeneration` in its status; the status is merge-patched, and an Event recorded,
@@ -33,7 +33,7 @@ static READY: AtomicBool = AtomicBool::new(false);
 /// Reconciles at once: wasmop's default per plugin.
 const CONCURRENCY: u16 = 4;
 
-/// The `Database` custom resource (plugins/database-config/crd.yaml).
+/// The `Database` custom resource (plugins/rust/database-config/crd.yaml).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Database {
     metadata: ObjectMeta,

@@ -120,7 +120,7 @@ fn database() -> Value {
     })
 }
 
-// The native twin of plugins/database-config: same types, same steps, same host calls.
+// The native twin of plugins/rust/database-config: same types, same steps, same host calls.
 #[derive(Serialize, Deserialize)]
 struct Database {
     metadata: ObjectMeta,

@@ -1,4 +1,4 @@
-//! Runtime tests with real components (built from `tests/hostile/*` and `plugins/*` by
+//! Runtime tests with real components (built from `tests/hostile/*` and `plugins/rust/*` by
 //! `wasmop-test-guests`) and the in-memory cluster: healthy calls, every hostile plugin's
 //! typed outcome while a healthy plugin keeps working, bad files, the artefact cache, and
 //! the limits that guard host calls, and tiered loading (Winch code first, Cranelift's after).

@@ -1,9 +1,12 @@
-//! Paths of the wasm components built from `plugins/*/`, `tests/hostile/*/` and `tests/sdk/*/`.
+//! Paths of the wasm components built from `plugins/rust/*/`, `tests/hostile/*/` and
+//! `tests/sdk/*/`.
 //!
 //! `build.rs` discovers every guest crate in those directories, builds them all for
 //! `wasm32-wasip2` with the `wasm` profile (into `target/wasm-guests`) and records where each
-//! component is. A guest is named by its directory: `plugins/database-config` is
-//! `"database-config"`, `tests/hostile/infinite-loop` is `"infinite-loop"`.
+//! component is. A guest is named by its directory: `plugins/rust/database-config` is
+//! `"database-config"`, `tests/hostile/infinite-loop` is `"infinite-loop"`. The name does not
+//! say the plugin's language, so a plugin in another language (`plugins/python/<name>`, once
+//! `build.rs` builds those) is found the same way.
 //!
 //! ```no_run
 //! let bytes = std::fs::read(wasmop_test_guests::component("database-config")).unwrap();
@@ -15,7 +18,7 @@ use std::path::Path;
 /// Which directory a guest comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GuestKind {
-    /// An example plugin from `plugins/`.
+    /// An example plugin from `plugins/<language>/` (today `plugins/rust/`).
     Plugin,
     /// A misbehaving test plugin from `tests/hostile/`.
     Hostile,
@@ -55,7 +58,7 @@ pub fn find(name: &str) -> Option<&'static Guest> {
     GUESTS.iter().find(|g| g.name == name)
 }
 
-/// The component file of the guest named `name` (its directory name under `plugins/`,
+/// The component file of the guest named `name` (its directory name under `plugins/rust/`,
 /// `tests/hostile/` or `tests/sdk/`).
 ///
 /// # Panics
@@ -66,7 +69,7 @@ pub fn component(name: &str) -> &'static Path {
         Some(guest) => guest.path(),
         None => panic!(
             "no guest component named `{name}`; built guests: [{}]. A guest is a crate directory \
-             under plugins/, tests/hostile/ or tests/sdk/ that is a workspace member",
+             under plugins/rust/, tests/hostile/ or tests/sdk/ that is a workspace member",
             GUESTS.iter().map(|g| g.name).collect::<Vec<_>>().join(", ")
         ),
     }

@@ -1,6 +1,6 @@
-//! Golden offline tests: every case in `tests/cases/` (see `plugins/golden_cases.rs`).
+//! Golden offline tests: every case in `tests/cases/` (see `plugins/rust/golden_cases.rs`).
 
-#[path = "../../../../plugins/golden_cases.rs"]
+#[path = "../../../../plugins/rust/golden_cases.rs"]
 mod golden_cases;
 
 #[test]

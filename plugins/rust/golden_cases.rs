@@ -18,8 +18,9 @@ use std::path::Path;
 
 use wasmop_offline::{Harness, Scenario};
 
-/// Runs every case of `plugin` (a directory name under `plugins/`) found in
-/// `<manifest_dir>/tests/cases`, failing with the case's name and a diff on a mismatch.
+/// Runs every case of `plugin` (its guest name, the name of its directory: `database-config`
+/// for `plugins/rust/database-config`) found in `<manifest_dir>/tests/cases`, failing with the
+/// case's name and a diff on a mismatch.
 pub fn run_cases(plugin: &str, manifest_dir: &str) {
     let component = wasmop_test_guests::component(plugin);
     let cases_dir = Path::new(manifest_dir).join("tests/cases");

@@ -1,4 +1,4 @@
-//! Golden offline tests: every case in `tests/cases/` (see `plugins/golden_cases.rs`).
+//! Golden offline tests: every case in `tests/cases/` (see `plugins/rust/golden_cases.rs`).
 
 #[path = "../../golden_cases.rs"]
 mod golden_cases;

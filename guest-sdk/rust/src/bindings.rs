@@ -7,7 +7,7 @@
 
 wit_bindgen::generate!({
     world: "plugin",
-    path: "../wit",
+    path: "../../wit",
     // `wasmop_guest::export!` expands in the plugin's crate and calls this macro by path.
     pub_export_macro: true,
     export_macro_name: "__export_plugin",
