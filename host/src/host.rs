@@ -40,7 +40,7 @@ use wasmop_runtime::Runtime;
 
 /// Why the host cannot start.
 #[derive(Debug, thiserror::Error)]
-pub enum HostError {
+pub(crate) enum HostError {
     /// The kubeconfig file cannot be read.
     #[error("cannot read the kubeconfig {}", .path.display())]
     Kubeconfig {
@@ -91,7 +91,7 @@ pub enum HostError {
 
 /// A Kubernetes client from the configured kubeconfig, or the inferred one (in-cluster,
 /// then `KUBECONFIG`/`~/.kube/config`).
-pub async fn client(config: &Config) -> Result<Client, HostError> {
+pub(crate) async fn client(config: &Config) -> Result<Client, HostError> {
     match &config.kubeconfig {
         Some(path) => {
             let kubeconfig =
@@ -111,7 +111,7 @@ pub async fn client(config: &Config) -> Result<Client, HostError> {
 
 /// Runs the host until SIGINT or SIGTERM (then [`shutdown::sequence`]), or until it loses
 /// the leader Lease ([`HostError::LeadershipLost`]).
-pub async fn run(config: Config) -> Result<(), HostError> {
+pub(crate) async fn run(config: Config) -> Result<(), HostError> {
     let client = client(&config).await?;
     let metrics = Metrics::new();
     let status = Status::new(if config.leader_election.is_some() {

@@ -16,8 +16,8 @@
 
 pub mod cli;
 pub mod config;
-pub mod health;
-pub mod host;
-pub mod http;
-pub mod registry;
-pub mod shutdown;
+pub(crate) mod health;
+pub(crate) mod host;
+pub(crate) mod http;
+pub(crate) mod registry;
+pub(crate) mod shutdown;

@@ -11,7 +11,7 @@ use wasmop_runtime::{AllocatorChoice, AllocatorMode, LoadOptions, Plugin, Runtim
 
 /// Arguments of `wasmop check`.
 #[derive(Debug, clap::Args)]
-pub struct RawCheck {
+pub(crate) struct RawCheck {
     /// The plugin component (.wasm).
     file: PathBuf,
     /// Build the engine as `wasmop run --concurrency N` would: probe the pooling allocator
@@ -36,7 +36,7 @@ fn shown(s: &str) -> String {
 }
 
 /// The human-readable summary `check` prints.
-pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
+pub(crate) fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
     let PluginInfo {
         name,
         version,
@@ -133,7 +133,7 @@ fn list(items: impl Iterator<Item = String>) -> String {
 }
 
 /// Runs `wasmop check`.
-pub async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
+pub(crate) async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
     let config = match raw.concurrency {
         Some(n) => RuntimeConfig::default()
             .concurrency(n)
