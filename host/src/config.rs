@@ -1,13 +1,12 @@
 //! The host configuration: one YAML file ([`raw::RawConfig`], unknown keys refused) overlaid
-//! with flags and `WASMOP_*` environment variables ([`flags::RunArgs`]), then validated into
+//! with flags and `WASMOP_*` environment variables (`flags::RunArgs`), then validated into
 //! [`Config`], which is what the rest of the host uses. A bad value is refused at start with
 //! the path of the field that holds it (`plugins.database-config.memory`).
-
 //!
-//! Each consumer owns its settings type and a module here converts into it: [`plugin`] into
-//! the controller's `PluginSettings`, [`leader`] into its `LeaderElection`, [`sources`] into
-//! its `Source`s, [`runtime`] into the runtime's `RuntimeConfig`; [`policy`] reads grants and
-//! sensitive kinds, [`fields`] the host-wide addresses and durations.
+//! Each consumer owns its settings type and a module here converts into it: `plugin` into
+//! the controller's `PluginSettings`, `leader` into its `LeaderElection`, `sources` into
+//! its `Source`s, `runtime` into the runtime's `RuntimeConfig`; `policy` reads grants and
+//! sensitive kinds, `fields` the host-wide addresses and durations.
 
 mod fairness;
 mod fields;

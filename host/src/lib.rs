@@ -8,10 +8,10 @@
 //! - [`cli`] is the `wasmop` command line.
 //! - [`config`] reads the configuration (file, flags, environment), validates it, and
 //!   converts it into each consumer's own settings type.
-//! - [`registry`] keeps the live set of plugins: atomic swaps, last good version, rollback,
+//! - `registry` keeps the live set of plugins: atomic swaps, last good version, rollback,
 //!   one controller per plugin.
-//! - [`host`] wires `wasmop run` together; [`http`] is the small HTTP server behind
-//!   [`health`] (`/healthz`, `/readyz`, `/status`) and `/metrics`; [`shutdown`] is the
+//! - `host` wires `wasmop run` together; `http` is the small HTTP server behind
+//!   `health` (`/healthz`, `/readyz`, `/status`) and `/metrics`; `shutdown` is the
 //!   graceful shutdown sequence.
 
 pub mod cli;
