@@ -64,7 +64,7 @@ impl RawRuntime {
 }
 
 /// What a command asks `main` to exit with.
-pub enum Exit {
+pub(crate) enum Exit {
     /// Everything as expected.
     Success,
     /// The report differs from the golden file.

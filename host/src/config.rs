@@ -1,70 +1,77 @@
 //! The host configuration: one YAML file ([`raw::RawConfig`], unknown keys refused) overlaid
-//! with flags and `WASMOP_*` environment variables ([`flags::RunArgs`]), then validated into
+//! with flags and `WASMOP_*` environment variables (`flags::RunArgs`), then validated into
 //! [`Config`], which is what the rest of the host uses. A bad value is refused at start with
 //! the path of the field that holds it (`plugins.database-config.memory`).
+//!
+//! Each consumer owns its settings type and a module here converts into it: `plugin` into
+//! the controller's `PluginSettings`, `leader` into its `LeaderElection`, `sources` into
+//! its `Source`s, `runtime` into the runtime's `RuntimeConfig`; `policy` reads grants and
+//! sensitive kinds, `fields` the host-wide addresses and durations.
 
-pub mod fairness;
-pub mod flags;
-pub mod leader;
+mod fairness;
+mod fields;
+pub(crate) mod flags;
+mod leader;
+mod plugin;
+mod policy;
 pub mod raw;
+mod runtime;
+mod sources;
 pub mod units;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
-
-use self::raw::{RawConfig, RawGrant, RawKind, RawPluginSettings, RawQuantity};
-use self::units::{UnitError, parse_duration, parse_quantity};
+use self::raw::RawConfig;
+use self::units::UnitError;
 use wasmop_controller::PluginSettings;
 use wasmop_controller::leader::LeaderElection;
 use wasmop_controller::source::Source;
-use wasmop_core::plugin::{Permission, PluginName, PluginNameError, Verb};
+use wasmop_core::plugin::{PluginName, PluginNameError};
 use wasmop_core::policy::SensitiveKinds;
-use wasmop_runtime::Limits;
 
 /// 64 calls at once over all plugins: the runtime's pooling allocator is sized for it, and it is
 /// more than a 2-core node can run without reconciles queueing on the CPU anyway.
-pub const DEFAULT_CONCURRENCY: u32 = 64;
+pub(crate) const DEFAULT_CONCURRENCY: u32 = 64;
 /// 4 reconciles at once per plugin: enough to hide API latency, and one busy plugin cannot take
 /// more than a sixteenth of the global slots.
-pub const DEFAULT_PLUGIN_CONCURRENCY: u16 = 4;
+pub(crate) const DEFAULT_PLUGIN_CONCURRENCY: u16 = 4;
 /// Every object is reconciled again every 10 minutes, as controller-runtime's default sync
 /// period suggests: drift that no watch event reports is repaired within that time.
-pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
 /// `/metrics` on port 9090 of every interface, where Prometheus' conventions expect it.
-pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9090";
+pub(crate) const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9090";
 /// `/healthz`, `/readyz` and `/status` on port 8081, controller-runtime's probe port.
-pub const DEFAULT_HEALTH_ADDRESS: &str = "0.0.0.0:8081";
+pub(crate) const DEFAULT_HEALTH_ADDRESS: &str = "0.0.0.0:8081";
 /// Running reconciles get 30 s after SIGTERM: Kubernetes' default termination grace period.
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The host's namespace when neither the config nor `POD_NAMESPACE` names one: where
 /// `deploy/` installs it.
-pub const DEFAULT_NAMESPACE: &str = "wasmop-system";
+pub(crate) const DEFAULT_NAMESPACE: &str = "wasmop-system";
 /// A missing plugin's finalizers are released after 10 minutes: long enough to replace or fix a
 /// plugin, short enough that a namespace deletion is not blocked for long.
-pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(600);
 /// 1 GiB of linear memory is the most a plugin can be given: the pooling allocator reserves
 /// address space for every slot at this size.
-pub const MAX_PLUGIN_MEMORY: u64 = 1 << 30;
+pub(crate) const MAX_PLUGIN_MEMORY: u64 = 1 << 30;
 /// 5 minutes is the longest deadline: a reconcile holding a worker longer is a bug, and a
 /// graceful shutdown must not wait for it.
-pub const MAX_DEADLINE: Duration = Duration::from_secs(300);
+pub(crate) const MAX_DEADLINE: Duration = Duration::from_secs(300);
 /// A call is demoted to the low-priority lane after 50 ms of guest computing: a healthy
 /// reconcile computes for well under a millisecond between host calls, so only a plugin that
 /// spins (or does real heavy work, which then runs on spare CPU) gets there, and a spinning
 /// one holds the host's workers for at most this long per call.
-pub const DEFAULT_DEMOTE_AFTER: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_DEMOTE_AFTER: Duration = Duration::from_millis(50);
 /// A version is failing after 5 traps or timeouts in a row: one object's backoff (0.5 s
 /// doubling) reaches it in about 8 s, and a version that fails 5 times without one success is
 /// broken rather than unlucky.
-pub const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
+pub(crate) const DEFAULT_FAILURE_THRESHOLD: u32 = 5;
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     #[default]
     Text,
@@ -76,42 +83,42 @@ pub enum LogFormat {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Where plugin components come from, in precedence order.
-    pub sources: Vec<Source>,
+    pub(crate) sources: Vec<Source>,
     /// Calls that may run at once over all plugins.
-    pub concurrency: u32,
+    pub(crate) concurrency: u32,
     /// Periodic resync; `None` disables it.
-    pub resync_period: Option<Duration>,
+    pub(crate) resync_period: Option<Duration>,
     /// Log line format.
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
     /// Where `/metrics` is served; `None` disables it.
-    pub metrics_address: Option<SocketAddr>,
+    pub(crate) metrics_address: Option<SocketAddr>,
     /// Where `/healthz`, `/readyz` and `/status` are served; `None` disables it.
-    pub health_address: Option<SocketAddr>,
+    pub(crate) health_address: Option<SocketAddr>,
     /// How long running reconciles get to finish after a shutdown signal.
-    pub shutdown_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
     /// Leader election; `None` when disabled (this host always reconciles).
-    pub leader_election: Option<LeaderElection>,
+    pub(crate) leader_election: Option<LeaderElection>,
     /// Where precompiled artefacts are kept.
-    pub cache_directory: Option<PathBuf>,
+    pub(crate) cache_directory: Option<PathBuf>,
     /// Artefacts made by `wasmop compile`, loaded instead of compiling.
-    pub precompiled_directory: Option<PathBuf>,
+    pub(crate) precompiled_directory: Option<PathBuf>,
     /// Tiered loading: a version without an artefact runs on Winch code at once and on
     /// Cranelift's once compiled in the background. On by default: a cold reload of a 450 KB
     /// plugin goes from hundreds of ms of Cranelift to tens of ms of Winch (README, "Reload
     /// latency"), for calls about a third slower until Cranelift's code takes over.
-    pub tiered_compilation: bool,
+    pub(crate) tiered_compilation: bool,
     /// Guest computing after which a call moves to the low-priority lane (threads at nice
     /// 19); `None` never moves one.
-    pub demote_after: Option<Duration>,
+    pub(crate) demote_after: Option<Duration>,
     /// Wall-clock time a plugin's `describe` gets at load (default 1 s, at most
     /// [`MAX_DEADLINE`]); see [`wasmop_runtime::RuntimeConfig::describe_deadline`].
-    pub describe_deadline: Duration,
+    pub(crate) describe_deadline: Duration,
     /// The host's own namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// How long a recorded plugin may be missing before its finalizers are released.
-    pub orphaned_finalizer_grace: Duration,
+    pub(crate) orphaned_finalizer_grace: Duration,
     /// Kubeconfig to use instead of the inferred one (in-cluster or `KUBECONFIG`).
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// The operator's sensitive kinds, added to the built-in ones.
     sensitive_kinds: Vec<(String, String)>,
     defaults: PluginSettings,
@@ -188,7 +195,7 @@ impl Config {
     }
 
     /// Parses YAML text (an empty document is an empty configuration).
-    pub fn parse_raw(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
+    pub(crate) fn parse_raw(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
         if text.trim().is_empty() {
             return Ok(RawConfig::default());
         }
@@ -198,121 +205,55 @@ impl Config {
         })
     }
 
-    /// Validates a raw configuration.
+    /// Validates a raw configuration: the host-wide fields here, then each consumer's part
+    /// in its own module (sources, leader election, policy, the plugins' settings). The
+    /// fields are checked in the order they have always been, so that of several bad
+    /// fields the same one is reported.
     pub fn from_raw(raw: RawConfig, kubeconfig: Option<PathBuf>) -> Result<Self, ConfigError> {
         let concurrency = raw.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
         if concurrency == 0 {
             return Err(value_error("concurrency", "must be at least 1"));
         }
-        let resync_period = match raw.resync_period.as_deref() {
-            None => Some(DEFAULT_RESYNC),
-            Some(text) => {
-                let d = parse_duration(text).map_err(|source| ConfigError::Unit {
-                    field: "resyncPeriod".into(),
-                    source,
-                })?;
-                (!d.is_zero()).then_some(d)
-            }
-        };
-        let demote_after = match raw.demote_after.as_deref() {
-            None => Some(DEFAULT_DEMOTE_AFTER),
-            Some(text) => {
-                let d = parse_duration(text).map_err(|source| ConfigError::Unit {
-                    field: "demoteAfter".into(),
-                    source,
-                })?;
-                (!d.is_zero()).then_some(d)
-            }
-        };
+        let resync_period =
+            fields::zero_disables("resyncPeriod", raw.resync_period.as_deref(), DEFAULT_RESYNC)?;
+        let demote_after = fields::zero_disables(
+            "demoteAfter",
+            raw.demote_after.as_deref(),
+            DEFAULT_DEMOTE_AFTER,
+        )?;
         let describe_deadline = match raw.describe_deadline.as_deref() {
             None => wasmop_runtime::DEFAULT_DESCRIBE_DEADLINE,
-            Some(text) => {
-                let field = "describeDeadline";
-                let d = parse_duration(text).map_err(|source| ConfigError::Unit {
-                    field: field.into(),
-                    source,
-                })?;
-                if d.is_zero() || d > MAX_DEADLINE {
-                    return Err(value_error(field, format!("`{text}` is outside 1ms..=5m")));
-                }
-                d
-            }
+            Some(text) => fields::deadline("describeDeadline", text)?,
         };
-        let log_format = match raw.log_format.as_deref() {
-            None | Some("text") => LogFormat::Text,
-            Some("json") => LogFormat::Json,
-            Some(other) => {
-                return Err(value_error(
-                    "logFormat",
-                    format!("`{other}` is neither `text` nor `json`"),
-                ));
-            }
-        };
-        let metrics_address = address(
+        let log_format = fields::log_format(raw.log_format.as_deref())?;
+        let metrics_address = fields::address(
             "metricsAddress",
             raw.metrics_address.as_deref(),
             DEFAULT_METRICS_ADDRESS,
         )?;
-        let health_address = address(
+        let health_address = fields::address(
             "healthAddress",
             raw.health_address.as_deref(),
             DEFAULT_HEALTH_ADDRESS,
         )?;
-        let shutdown_timeout = duration_or(
+        let shutdown_timeout = fields::duration_or(
             "shutdownTimeout",
             raw.shutdown_timeout.as_deref(),
             DEFAULT_SHUTDOWN_TIMEOUT,
         )?;
-        let namespace = raw
-            .namespace
-            .clone()
-            .or_else(|| {
-                std::env::var("POD_NAMESPACE")
-                    .ok()
-                    .filter(|n| !n.is_empty())
-            })
-            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
-        if PluginName::new(namespace.clone()).is_err() {
-            return Err(value_error(
-                "namespace",
-                format!("`{namespace}` is not a namespace name"),
-            ));
-        }
-        let sources = raw
-            .sources
-            .iter()
-            .enumerate()
-            .map(|(i, s)| source(&format!("sources[{i}]"), s, &namespace))
-            .collect::<Result<Vec<_>, _>>()?;
-        let orphaned_finalizer_grace = match raw.orphaned_finalizer_grace.as_deref() {
-            None => DEFAULT_ORPHAN_GRACE,
-            Some(text) => parse_duration(text).map_err(|source| ConfigError::Unit {
-                field: "orphanedFinalizerGrace".into(),
-                source,
-            })?,
-        };
+        let namespace = fields::host_namespace(raw.namespace.as_deref())?;
+        let sources = sources::sources(&raw.sources, &namespace)?;
+        let orphaned_finalizer_grace = fields::duration_or(
+            "orphanedFinalizerGrace",
+            raw.orphaned_finalizer_grace.as_deref(),
+            DEFAULT_ORPHAN_GRACE,
+        )?;
         let leader_election = match &raw.leader_election {
             Some(le) if le.enabled.unwrap_or(false) => Some(leader::validate(le, &namespace)?),
             _ => None,
         };
-        let sensitive_kinds = raw
-            .sensitive_kinds
-            .iter()
-            .enumerate()
-            .map(|(i, k)| sensitive_kind(&format!("sensitiveKinds[{i}]"), k))
-            .collect::<Result<Vec<_>, _>>()?;
-        let raw_defaults = raw.defaults.unwrap_or_default();
-        let defaults = settings("defaults", &raw_defaults, &RawPluginSettings::default())?;
-        let mut plugins = BTreeMap::new();
-        for (name, entry) in &raw.plugins {
-            let parsed =
-                PluginName::new(name.clone()).map_err(|source| ConfigError::PluginName {
-                    field: format!("plugins.{name}"),
-                    source,
-                })?;
-            let merged = settings(&format!("plugins.{name}"), entry, &raw_defaults)?;
-            plugins.insert(parsed, merged);
-        }
+        let sensitive_kinds = policy::sensitive_kinds(&raw.sensitive_kinds)?;
+        let (defaults, plugins) = plugin::all(&raw.defaults.unwrap_or_default(), &raw.plugins)?;
         Ok(Self {
             sources,
             concurrency,
@@ -338,7 +279,7 @@ impl Config {
 
     /// The kinds whose implied verbs need explicit grants: the built-in ones and the
     /// operator's (`sensitiveKinds`).
-    pub fn sensitive_kinds(&self) -> SensitiveKinds {
+    pub(crate) fn sensitive_kinds(&self) -> SensitiveKinds {
         self.sensitive_kinds
             .iter()
             .fold(SensitiveKinds::builtin(), |all, (g, k)| {
@@ -347,285 +288,21 @@ impl Config {
     }
 
     /// The settings of the plugin named `name`: its own entry, or the defaults.
-    pub fn plugin(&self, name: &PluginName) -> &PluginSettings {
+    pub(crate) fn plugin(&self, name: &PluginName) -> &PluginSettings {
         self.plugins.get(name).unwrap_or(&self.defaults)
     }
 
     /// The plugins that have an entry of their own.
-    pub fn configured_plugins(&self) -> impl Iterator<Item = &PluginName> {
+    pub(crate) fn configured_plugins(&self) -> impl Iterator<Item = &PluginName> {
         self.plugins.keys()
     }
-
-    /// The plugin runtime's configuration for this host. `wasmop run` and `wasmop compile
-    /// --config` both build it here, so that artefacts compiled ahead of time are made with
-    /// exactly the engine settings the host uses.
-    ///
-    /// The engine meters fuel when any plugin's settings (its own, or the defaults) have a
-    /// budget. Every plugin a source may bring later, while the host runs, gets one of these
-    /// settings, so the decision made here at start holds for all of them.
-    pub fn runtime_config(&self) -> wasmop_runtime::RuntimeConfig {
-        let limits = wasmop_runtime::Limits {
-            memory: self.max_memory(),
-            ..wasmop_runtime::Limits::default()
-        };
-        let mut config = wasmop_runtime::RuntimeConfig::default()
-            .concurrency(self.concurrency)
-            .limits(limits)
-            .consume_fuel(self.any_fuel_budget())
-            .tiered(self.tiered_compilation)
-            .demote_after(self.demote_after)
-            .describe_deadline(self.describe_deadline);
-        if let Some(dir) = &self.cache_directory {
-            config = config.cache_dir(dir);
-        }
-        if let Some(dir) = &self.precompiled_directory {
-            config = config.precompiled_dir(dir);
-        }
-        config
-    }
-
-    /// Whether any plugin (or the defaults) has a fuel budget.
-    pub fn any_fuel_budget(&self) -> bool {
-        self.plugins
-            .values()
-            .chain(std::iter::once(&self.defaults))
-            .any(|s| s.limits.fuel.is_some())
-    }
-
-    /// The largest memory limit of any plugin: the runtime sizes its instance slots by it.
-    pub fn max_memory(&self) -> u64 {
-        self.plugins
-            .values()
-            .chain(std::iter::once(&self.defaults))
-            .map(|s| s.limits.memory)
-            .max()
-            .unwrap_or(self.defaults.limits.memory)
-    }
-}
-
-/// A `host:port` address, the default when absent, `None` when `""`.
-fn address(
-    field: &str,
-    raw: Option<&str>,
-    default: &str,
-) -> Result<Option<SocketAddr>, ConfigError> {
-    match raw {
-        Some("") => Ok(None),
-        other => other
-            .unwrap_or(default)
-            .parse::<SocketAddr>()
-            .map(Some)
-            .map_err(|e| value_error(field, format!("not `host:port`: {e}"))),
-    }
-}
-
-/// A duration, or the default when absent.
-fn duration_or(field: &str, raw: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
-    match raw {
-        None => Ok(default),
-        Some(text) => parse_duration(text).map_err(|source| ConfigError::Unit {
-            field: field.into(),
-            source,
-        }),
-    }
-}
-
-/// Validates one source: exactly one of `directory` and `configMap`.
-fn source(at: &str, raw: &raw::RawSource, namespace: &str) -> Result<Source, ConfigError> {
-    match (&raw.directory, &raw.config_map) {
-        (Some(dir), None) if dir.is_empty() => {
-            Err(value_error(format!("{at}.directory"), "is empty"))
-        }
-        (Some(dir), None) => Ok(Source::Directory(PathBuf::from(dir))),
-        (None, Some(cm)) => {
-            let namespace = cm.namespace.clone().unwrap_or_else(|| namespace.to_owned());
-            for (field, value) in [("name", &cm.name), ("namespace", &namespace)] {
-                if PluginName::new(value.clone()).is_err() {
-                    return Err(value_error(
-                        format!("{at}.configMap.{field}"),
-                        format!("`{value}` is not a Kubernetes name"),
-                    ));
-                }
-            }
-            Ok(Source::ConfigMap {
-                namespace,
-                name: cm.name.clone(),
-            })
-        }
-        _ => Err(value_error(
-            at,
-            "must have exactly one of `directory` and `configMap`",
-        )),
-    }
-}
-
-/// Validates one plugin's settings, field by field falling back to `defaults`.
-fn settings(
-    at: &str,
-    raw: &RawPluginSettings,
-    defaults: &RawPluginSettings,
-) -> Result<PluginSettings, ConfigError> {
-    let mut limits = Limits::default();
-    if let Some(q) = raw.memory.as_ref().or(defaults.memory.as_ref()) {
-        let field = format!("{at}.memory");
-        limits.memory = match q {
-            RawQuantity::Bytes(n) => *n,
-            RawQuantity::Text(t) => parse_quantity(t).map_err(|source| ConfigError::Unit {
-                field: field.clone(),
-                source,
-            })?,
-        };
-        if limits.memory < (1 << 20) || limits.memory > MAX_PLUGIN_MEMORY {
-            return Err(value_error(
-                field,
-                format!("{} bytes is outside 1Mi..=1Gi", limits.memory),
-            ));
-        }
-    }
-    if let Some(t) = raw.deadline.as_ref().or(defaults.deadline.as_ref()) {
-        let field = format!("{at}.deadline");
-        let d = parse_duration(t).map_err(|source| ConfigError::Unit {
-            field: field.clone(),
-            source,
-        })?;
-        if d.is_zero() || d > MAX_DEADLINE {
-            return Err(value_error(field, format!("`{t}` is outside 1ms..=5m")));
-        }
-        limits.deadline = d;
-    }
-    limits.fuel = raw.fuel.or(defaults.fuel);
-    if limits.fuel == Some(0) {
-        return Err(value_error(format!("{at}.fuel"), "must be at least 1"));
-    }
-    let concurrency = raw
-        .concurrency
-        .or(defaults.concurrency)
-        .unwrap_or(DEFAULT_PLUGIN_CONCURRENCY);
-    if concurrency == 0 {
-        return Err(value_error(
-            format!("{at}.concurrency"),
-            "must be at least 1",
-        ));
-    }
-    let namespaces = match raw.namespaces.as_ref().or(defaults.namespaces.as_ref()) {
-        None => None,
-        Some(list) => {
-            if list.is_empty() {
-                return Err(value_error(
-                    format!("{at}.namespaces"),
-                    "is empty; leave it out to allow every namespace",
-                ));
-            }
-            for (i, ns) in list.iter().enumerate() {
-                if PluginName::new(ns.clone()).is_err() {
-                    return Err(value_error(
-                        format!("{at}.namespaces[{i}]"),
-                        format!("`{ns}` is not a namespace name"),
-                    ));
-                }
-            }
-            Some(list.iter().cloned().collect())
-        }
-    };
-    let grants = raw
-        .grants
-        .as_ref()
-        .or(defaults.grants.as_ref())
-        .map(|list| {
-            list.iter()
-                .enumerate()
-                .map(|(i, g)| grant(&format!("{at}.grants[{i}]"), g))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()?
-        .unwrap_or_default();
-    let config = raw
-        .config
-        .clone()
-        .or_else(|| defaults.config.clone())
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    if !config.is_object() {
-        return Err(value_error(format!("{at}.config"), "must be a mapping"));
-    }
-    let (min_requeue_after, object_rate) = fairness::fairness(at, raw, defaults)?;
-    Ok(PluginSettings {
-        namespaces,
-        grants,
-        limits,
-        concurrency,
-        config,
-        failure_threshold: raw
-            .failure_threshold
-            .or(defaults.failure_threshold)
-            .unwrap_or(DEFAULT_FAILURE_THRESHOLD),
-        // On by default: a version that only traps serves nobody, and the one it replaced
-        // was serving.
-        rollback: raw.rollback.or(defaults.rollback).unwrap_or(true),
-        min_requeue_after,
-        object_rate,
-    })
-}
-
-fn sensitive_kind(at: &str, raw: &RawKind) -> Result<(String, String), ConfigError> {
-    if let Err(e) = wasmop_core::cluster::names::check_group(&format!("{at}.group"), &raw.group)
-        .and_then(|()| wasmop_core::cluster::names::check_kind(&format!("{at}.kind"), &raw.kind))
-    {
-        return Err(value_error(
-            e.field.clone(),
-            format!("{} {}", e.value, e.problem),
-        ));
-    }
-    Ok((raw.group.clone(), raw.kind.clone()))
-}
-
-fn grant(at: &str, raw: &RawGrant) -> Result<Permission, ConfigError> {
-    if raw.kind.is_empty() || raw.kind.contains('*') || raw.group.contains('*') {
-        return Err(value_error(
-            format!("{at}.kind"),
-            "must name one kind (wildcards are not accepted)",
-        ));
-    }
-    if raw.verbs.is_empty() {
-        return Err(value_error(format!("{at}.verbs"), "is empty"));
-    }
-    let verbs = raw
-        .verbs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            verb(v).ok_or_else(|| {
-                value_error(
-                    format!("{at}.verbs[{i}]"),
-                    format!(
-                        "`{v}` is not one of get, list, create, patch, apply, delete, patch-status"
-                    ),
-                )
-            })
-        })
-        .collect::<Result<BTreeSet<_>, _>>()?;
-    Ok(Permission {
-        group: raw.group.clone(),
-        kind: raw.kind.clone(),
-        verbs,
-        namespaces: raw.namespaces.clone(),
-    })
-}
-
-fn verb(text: &str) -> Option<Verb> {
-    Some(match text {
-        "get" => Verb::Get,
-        "list" => Verb::List,
-        "create" => Verb::Create,
-        "patch" => Verb::Patch,
-        "apply" => Verb::Apply,
-        "delete" => Verb::Delete,
-        "patch-status" => Verb::PatchStatus,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]
 mod tests {
+    use wasmop_core::plugin::Verb;
+    use wasmop_runtime::Limits;
+
     use super::*;
 
     fn parse(yaml: &str) -> Result<Config, ConfigError> {

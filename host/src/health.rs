@@ -21,7 +21,7 @@ fn leadership(l: Leadership) -> &'static str {
 }
 
 /// Answers one probe request from `status`.
-pub fn route(status: &Status, path: &str) -> Reply {
+pub(crate) fn route(status: &Status, path: &str) -> Reply {
     match path {
         "/healthz" | "/livez" => Reply::text(StatusCode::OK, "ok\n"),
         "/readyz" => {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::registry::Registry;
@@ -33,14 +34,14 @@ use wasmop_controller::leader::{self, Elector, LeaderError};
 use wasmop_controller::metrics::Metrics;
 use wasmop_controller::orphans::Orphans;
 use wasmop_controller::source;
-use wasmop_controller::source::Source;
+use wasmop_controller::source::{Source, Update};
 use wasmop_controller::status::{Leadership, Status};
 use wasmop_controller::watches::{Skipped, Watches};
 use wasmop_runtime::Runtime;
 
 /// Why the host cannot start.
 #[derive(Debug, thiserror::Error)]
-pub enum HostError {
+pub(crate) enum HostError {
     /// The kubeconfig file cannot be read.
     #[error("cannot read the kubeconfig {}", .path.display())]
     Kubeconfig {
@@ -91,7 +92,7 @@ pub enum HostError {
 
 /// A Kubernetes client from the configured kubeconfig, or the inferred one (in-cluster,
 /// then `KUBECONFIG`/`~/.kube/config`).
-pub async fn client(config: &Config) -> Result<Client, HostError> {
+pub(crate) async fn client(config: &Config) -> Result<Client, HostError> {
     match &config.kubeconfig {
         Some(path) => {
             let kubeconfig =
@@ -111,7 +112,7 @@ pub async fn client(config: &Config) -> Result<Client, HostError> {
 
 /// Runs the host until SIGINT or SIGTERM (then [`shutdown::sequence`]), or until it loses
 /// the leader Lease ([`HostError::LeadershipLost`]).
-pub async fn run(config: Config) -> Result<(), HostError> {
+pub(crate) async fn run(config: Config) -> Result<(), HostError> {
     let client = client(&config).await?;
     let metrics = Metrics::new();
     let status = Status::new(if config.leader_election.is_some() {
@@ -119,6 +120,50 @@ pub async fn run(config: Config) -> Result<(), HostError> {
     } else {
         Leadership::Disabled
     });
+    serve_probes(&config, &metrics, &status).await?;
+    let runtime = Runtime::new(config.runtime_config()).map_err(HostError::Runtime)?;
+    let mut election = start_election(&config, &client, &metrics, &status).await;
+    let (stop, shutdown) = watch::channel(false);
+    let shared = shared(
+        &config,
+        client.clone(),
+        metrics,
+        status,
+        election.leading.clone(),
+        shutdown.clone(),
+    );
+    let received = watch_sources(&config, &client, &shutdown);
+    let shutdown_timeout = config.shutdown_timeout;
+    // The registry runs every plugin's controller and returns once they have all ended; then
+    // the Events their last reconciles queued are written. The shutdown sequence drains both
+    // within the shutdown timeout, before the Lease is released.
+    let mut tasks = tokio::task::JoinSet::new();
+    let events = shared.events.clone();
+    tasks.spawn(async move {
+        Registry::new(runtime, config, shared).run(received).await;
+        events.flush().await;
+    });
+    tokio::select! {
+        signal = shutdown::signal() => signal.map_err(HostError::Signal)?,
+        error = leadership_lost(&mut election.task) => {
+            tracing::error!(error = %wasmop_core::chain(&error), "leader election lost; exiting so that only the new leader reconciles");
+            return Err(error);
+        }
+    }
+    shutdown::exit_on_second_signal().map_err(HostError::Signal)?;
+    let Election { release, task, .. } = election;
+    shutdown::sequence(&stop, &mut tasks, shutdown_timeout, &release, task).await;
+    Ok(())
+}
+
+/// Binds and serves `/metrics` and the probes (`/healthz`, `/readyz`, `/status`) on their
+/// configured addresses, unless disabled. Binding happens here, at start, so that an address
+/// in use fails the start rather than a background task.
+async fn serve_probes(
+    config: &Config,
+    metrics: &Metrics,
+    status: &Status,
+) -> Result<(), HostError> {
     if let Some(address) = config.metrics_address {
         let listener = http::bind(address)
             .await
@@ -141,33 +186,71 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             health::route(&s, path)
         }));
     }
-    let runtime = Runtime::new(config.runtime_config()).map_err(HostError::Runtime)?;
+    Ok(())
+}
 
-    // Leadership: constant `true` without election; else the elector's view.
+/// Leadership as the rest of the host sees it, and the handles the shutdown needs.
+struct Election {
+    /// Whether this host leads: constant `true` without election; else the elector's view.
+    leading: watch::Receiver<bool>,
+    /// Set by the shutdown sequence to make the elector release the Lease.
+    release: watch::Sender<bool>,
+    /// The elector's task; `None` without election.
+    task: Option<JoinHandle<Result<(), LeaderError>>>,
+    /// Without election, the channel ends an elector would hold, kept open for the host's
+    /// lifetime: a closed `leading` would end its receivers' `changed()` at once.
+    _idle_ends: Option<(watch::Sender<bool>, watch::Receiver<bool>)>,
+}
+
+/// Starts the elector when leader election is on, and keeps `/status`'s leadership in step
+/// with it.
+async fn start_election(
+    config: &Config,
+    client: &Client,
+    metrics: &Metrics,
+    status: &Status,
+) -> Election {
     let (leading_tx, leading) = watch::channel(config.leader_election.is_none());
     let (release, released) = watch::channel(false);
-    let mut election = None;
-    if let Some(settings) = config.leader_election.clone() {
-        let elector = Elector::new(client.clone(), settings, leader::identity().await);
-        election = Some(tokio::spawn(leader::run(
-            elector,
-            leading_tx,
-            released,
-            metrics.clone(),
-        )));
-        let (status, mut leading) = (status.clone(), leading.clone());
-        tokio::spawn(async move {
-            while leading.changed().await.is_ok() {
-                let now = *leading.borrow_and_update();
-                status.set_leadership(if now {
-                    Leadership::Leader
-                } else {
-                    Leadership::Standby
-                });
-            }
-        });
+    let Some(settings) = config.leader_election.clone() else {
+        return Election {
+            leading,
+            release,
+            task: None,
+            _idle_ends: Some((leading_tx, released)),
+        };
+    };
+    let elector = Elector::new(client.clone(), settings, leader::identity().await);
+    let task = tokio::spawn(leader::run(elector, leading_tx, released, metrics.clone()));
+    let (status, mut follow) = (status.clone(), leading.clone());
+    tokio::spawn(async move {
+        while follow.changed().await.is_ok() {
+            let now = *follow.borrow_and_update();
+            status.set_leadership(if now {
+                Leadership::Leader
+            } else {
+                Leadership::Standby
+            });
+        }
+    });
+    Election {
+        leading,
+        release,
+        task: Some(task),
+        _idle_ends: None,
     }
+}
 
+/// What every plugin's controller shares: the client and its discovery, the watches and
+/// caches, the Event sink, metrics, the global call limit, leadership, the finalizer record.
+fn shared(
+    config: &Config,
+    client: Client,
+    metrics: Metrics,
+    status: Status,
+    leading: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+) -> Shared {
     let resolver = Resolver::new(client.clone());
     let events = Arc::new(EventSink::new(client.clone(), metrics.clone()));
     let skipped = Arc::new(Skipped::new(metrics.clone(), Some(events.clone())));
@@ -179,9 +262,8 @@ pub async fn run(config: Config) -> Result<(), HostError> {
         events.clone(),
     );
     let orphans = Orphans::new(client.clone(), &config.namespace);
-    let (stop, shutdown) = watch::channel(false);
-    let shared = Shared {
-        client: client.clone(),
+    Shared {
+        client,
         resolver,
         watches,
         cluster,
@@ -191,11 +273,20 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             usize::try_from(config.concurrency).unwrap_or(usize::MAX),
         )),
         resync: config.resync_period,
-        shutdown: shutdown.clone(),
+        shutdown,
         leading,
-        status: status.clone(),
+        status,
         orphans,
-    };
+    }
+}
+
+/// Starts a watch of every plugin source; their updates arrive on the returned channel,
+/// which closes once every watch has ended.
+fn watch_sources(
+    config: &Config,
+    client: &Client,
+    shutdown: &watch::Receiver<bool>,
+) -> mpsc::Receiver<Update> {
     let (updates, received) = mpsc::channel(16);
     for (index, source) in config.sources.iter().enumerate() {
         let (updates, shutdown) = (updates.clone(), shutdown.clone());
@@ -221,37 +312,19 @@ pub async fn run(config: Config) -> Result<(), HostError> {
             }
         }
     }
-    drop(updates);
-    let shutdown_timeout = config.shutdown_timeout;
-    // The registry runs every plugin's controller and returns once they have all ended; then
-    // the Events their last reconciles queued are written. The shutdown sequence drains both
-    // within the shutdown timeout, before the Lease is released.
-    let mut tasks = tokio::task::JoinSet::new();
-    let events = shared.events.clone();
-    tasks.spawn(async move {
-        Registry::new(runtime, config, shared).run(received).await;
-        events.flush().await;
-    });
-    // Before the release signal the elector ends only when leadership is lost, or when its
-    // task failed (then nobody renews the Lease either): both stop the host.
-    let lost = async {
-        match &mut election {
-            Some(task) => match task.await {
-                Ok(Err(error)) => HostError::LeadershipLost(error),
-                Ok(Ok(())) => std::future::pending().await,
-                Err(error) => HostError::Election(error),
-            },
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        signal = shutdown::signal() => signal.map_err(HostError::Signal)?,
-        error = lost => {
-            tracing::error!(error = %wasmop_core::chain(&error), "leader election lost; exiting so that only the new leader reconciles");
-            return Err(error);
-        }
+    received
+}
+
+/// Ends when the elector does before the release signal: only when leadership is lost, or
+/// when its task failed (then nobody renews the Lease either); both stop the host. Never
+/// without election.
+async fn leadership_lost(task: &mut Option<JoinHandle<Result<(), LeaderError>>>) -> HostError {
+    match task {
+        Some(task) => match task.await {
+            Ok(Err(error)) => HostError::LeadershipLost(error),
+            Ok(Ok(())) => std::future::pending().await,
+            Err(error) => HostError::Election(error),
+        },
+        None => std::future::pending().await,
     }
-    shutdown::exit_on_second_signal().map_err(HostError::Signal)?;
-    shutdown::sequence(&stop, &mut tasks, shutdown_timeout, &release, election).await;
-    Ok(())
 }

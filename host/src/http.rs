@@ -11,18 +11,18 @@ use wasmop_controller::metrics::Metrics;
 
 /// What a route answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The HTTP status.
-    pub status: StatusCode,
+    pub(crate) status: StatusCode,
     /// The body.
-    pub body: String,
+    pub(crate) body: String,
     /// The `Content-Type`.
-    pub content_type: &'static str,
+    pub(crate) content_type: &'static str,
 }
 
 impl Reply {
     /// A plain-text reply.
-    pub fn text(status: StatusCode, body: impl Into<String>) -> Self {
+    pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Self {
         Self {
             status,
             body: body.into(),
@@ -32,7 +32,7 @@ impl Reply {
 }
 
 /// Answers `GET /metrics` with the metrics in the Prometheus text format.
-pub fn metrics_route(metrics: &Metrics, path: &str) -> Reply {
+pub(crate) fn metrics_route(metrics: &Metrics, path: &str) -> Reply {
     if path == "/metrics" {
         Reply {
             status: StatusCode::OK,
@@ -46,7 +46,7 @@ pub fn metrics_route(metrics: &Metrics, path: &str) -> Reply {
 
 /// Serves `route(path)` for every request on `listener` until the task is dropped. `name`
 /// says which server a log line is about.
-pub async fn serve<F>(listener: TcpListener, name: &'static str, route: F)
+pub(crate) async fn serve<F>(listener: TcpListener, name: &'static str, route: F)
 where
     F: Fn(&str) -> Reply + Clone + Send + Sync + 'static,
 {
@@ -85,7 +85,7 @@ fn response(reply: Reply) -> Response<Full<Bytes>> {
 }
 
 /// Binds an address; the caller spawns [`serve`] with the listener.
-pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+pub(crate) async fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(address).await
 }
 

@@ -8,16 +8,16 @@
 //! - [`cli`] is the `wasmop` command line.
 //! - [`config`] reads the configuration (file, flags, environment), validates it, and
 //!   converts it into each consumer's own settings type.
-//! - [`registry`] keeps the live set of plugins: atomic swaps, last good version, rollback,
+//! - `registry` keeps the live set of plugins: atomic swaps, last good version, rollback,
 //!   one controller per plugin.
-//! - [`host`] wires `wasmop run` together; [`http`] is the small HTTP server behind
-//!   [`health`] (`/healthz`, `/readyz`, `/status`) and `/metrics`; [`shutdown`] is the
+//! - `host` wires `wasmop run` together; `http` is the small HTTP server behind
+//!   `health` (`/healthz`, `/readyz`, `/status`) and `/metrics`; `shutdown` is the
 //!   graceful shutdown sequence.
 
 pub mod cli;
 pub mod config;
-pub mod health;
-pub mod host;
-pub mod http;
-pub mod registry;
-pub mod shutdown;
+pub(crate) mod health;
+pub(crate) mod host;
+pub(crate) mod http;
+pub(crate) mod registry;
+pub(crate) mod shutdown;

@@ -37,14 +37,25 @@
 //! - Start-up ([`Registry::run`]) reports the plugins loaded, and decides which recorded
 //!   finalizers are orphaned, once the first content of every source has been loaded.
 //!
+//! # Layout
+//! This file holds the registry's state and its loop; [`apply`] follows a source's updates,
+//! [`loads`] runs and settles the loads, [`settle`] decides what a loaded version becomes,
+//! [`install`] runs it (or stops a plugin that left), [`rollback`] replaces a failing version,
+//! [`releases`] releases the finalizers of plugins that left, and [`report`] logs, counts
+//! and records rejections.
+//!
 //! # Cancellation
 //! [`Registry::run`] returns at the host's shutdown, once every controller has ended; loads
 //! in flight are aborted.
 
-pub mod lifecycle;
+mod apply;
+mod install;
+mod lifecycle;
 mod loads;
+mod releases;
 mod report;
 mod rollback;
+mod settle;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -53,20 +64,17 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-pub use self::report::{Rejection, ReloadResult};
+pub(crate) use self::report::{Rejection, ReloadResult};
 
+use self::install::same_watches;
 use self::lifecycle::Running;
 use self::loads::Loads;
 use crate::config::Config;
-use wasmop_controller::PluginSettings;
+use wasmop_controller::controller::Shared;
 use wasmop_controller::controller::streak::Failing;
-use wasmop_controller::controller::{self, Shared};
-use wasmop_controller::orphans;
 use wasmop_controller::source::{Source, Update};
-use wasmop_core::plugin::{Digest, PluginInfo, PluginName};
-use wasmop_core::policy::check_grants;
-use wasmop_core::policy::{ExtraPermissions, Policy};
-use wasmop_runtime::{LoadError, LoadOptions, Plugin, Runtime};
+use wasmop_core::plugin::{Digest, PluginName};
+use wasmop_runtime::{LoadError, Plugin, Runtime};
 
 /// How long start-up waits for every source's first content before it decides which recorded
 /// finalizers are orphaned: a ConfigMap source needs one list from the API.
@@ -74,11 +82,11 @@ const FIRST_CONTENT_WAIT: Duration = Duration::from_secs(30);
 
 /// Where a component is: a source (by position) and its key there.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// The source's position in the configuration (earlier wins).
-    pub source: usize,
+    pub(crate) source: usize,
     /// The file name or ConfigMap key.
-    pub key: String,
+    pub(crate) key: String,
 }
 
 /// What the registry knows of one component of a source.
@@ -106,7 +114,7 @@ enum Event {
 }
 
 /// The live plugins and where each came from.
-pub struct Registry {
+pub(crate) struct Registry {
     runtime: Runtime,
     config: Config,
     sources: Vec<Source>,
@@ -121,7 +129,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry for the sources of `config`.
-    pub fn new(runtime: Runtime, config: Config, shared: Shared) -> Self {
+    pub(crate) fn new(runtime: Runtime, config: Config, shared: Shared) -> Self {
         let (failing, failures) = mpsc::unbounded_channel();
         Self {
             runtime,
@@ -140,7 +148,7 @@ impl Registry {
     /// Applies the first content of every source (and waits for its loads), releases the
     /// finalizers of recorded plugins that none provides, then follows the sources' changes
     /// and the loads' ends until the host shuts down, and waits for every controller to end.
-    pub async fn run(mut self, mut updates: mpsc::Receiver<Update>) {
+    pub(crate) async fn run(mut self, mut updates: mpsc::Receiver<Update>) {
         let mut shutdown = self.shared.shutdown.clone();
         let mut waiting: BTreeSet<usize> = (0..self.sources.len()).collect();
         let deadline = tokio::time::Instant::now() + FIRST_CONTENT_WAIT;
@@ -194,412 +202,10 @@ impl Registry {
         }
     }
 
-    async fn release_orphans(&mut self) {
-        let running: BTreeMap<String, orphans::Entry> = self
-            .live
-            .iter()
-            .filter_map(|(name, live)| {
-                let plugin = live.running.current();
-                let entry = controller::finalizer_entry(plugin.info(), self.config.plugin(name))?;
-                Some((name.to_string(), entry))
-            })
-            .collect();
-        match self.shared.orphans.entries().await {
-            Ok(recorded) => {
-                for (plugin, entry) in orphans::orphaned(recorded, &running) {
-                    if let Ok(name) = PluginName::new(plugin) {
-                        self.release_later(name, entry);
-                    }
-                }
-            }
-            Err(error) => {
-                tracing::error!(error = %wasmop_core::chain(&error), "cannot read the finalizer record; orphaned finalizers are not released")
-            }
-        }
-    }
-
-    fn release_later(&mut self, name: PluginName, entry: orphans::Entry) {
-        let s = &self.shared;
-        let release = orphans::release(
-            s.orphans.clone(),
-            s.client.clone(),
-            s.resolver.clone(),
-            s.events.clone(),
-            name.to_string(),
-            entry,
-            self.config.orphaned_finalizer_grace,
-        );
-        // Releasing finalizers writes to the cluster: only the leader does it.
-        let mut leading = s.leading.clone();
-        let task = tokio::spawn(async move {
-            if leading.wait_for(|l| *l).await.is_ok() {
-                release.await;
-            }
-        });
-        if let Some(old) = self.releases.insert(name, task) {
-            old.abort();
-        }
-    }
-
-    /// Starts compiling the versions an early update shows that its settled update will
-    /// probably bring (new bytes at a key), so that their loads find the work under way.
-    fn compile_ahead(&self, update: &Update) {
-        let Ok(components) = &update.components else {
-            return;
-        };
-        for component in components {
-            let origin = Origin {
-                source: update.source,
-                key: component.key.clone(),
-            };
-            let digest = component.digest();
-            if self
-                .slots
-                .get(&origin)
-                .is_none_or(|slot| slot.digest != digest)
-                && self.loads.digest(&origin) != Some(digest)
-            {
-                self.runtime.compile_ahead(component.content.clone());
-            }
-        }
-    }
-
-    /// Brings the live set in line with the new content of one source: its new versions start
-    /// loading, and are settled as their loads end ([`Self::loaded`]).
-    async fn apply(&mut self, update: Update) {
-        self.apply_settled(update).await;
-        self.discard_ahead();
-    }
-
-    async fn apply_settled(&mut self, update: Update) {
-        let Update {
-            source,
-            components,
-            early: _,
-        } = update;
-        let components = match components {
-            Ok(c) => c,
-            Err(error) => {
-                tracing::error!(source = %self.sources[source], error = %wasmop_core::chain(&error), "plugin source cannot be read; its plugins keep running as they are");
-                return;
-            }
-        };
-        let keys: BTreeSet<&str> = components.iter().map(|c| c.key.as_str()).collect();
-        let mut changed = false;
-        for origin in self.loads.origins(source) {
-            if !keys.contains(origin.key.as_str()) {
-                self.loads.cancel(&origin);
-                changed = true;
-            }
-        }
-        let gone: Vec<Origin> = self
-            .slots
-            .keys()
-            .filter(|o| o.source == source && !keys.contains(o.key.as_str()))
-            .cloned()
-            .collect();
-        changed |= !gone.is_empty();
-        for origin in gone {
-            let Some(name) = self.slots.remove(&origin).and_then(|slot| slot.provides) else {
-                continue;
-            };
-            // A shadowed component declaring the same name takes over without a stop (a swap
-            // when its kinds are the same); otherwise the plugin stops.
-            let heir = self
-                .slots
-                .iter()
-                .filter_map(|(o, s)| Some((o.clone(), s.shadowed.clone()?)))
-                .find(|(_, p)| p.info().name == name);
-            match heir {
-                Some((heir, plugin)) => {
-                    let settings = self.config.plugin(&name).clone();
-                    self.install(heir, plugin, settings).await;
-                }
-                None => self.remove(&name).await,
-            }
-        }
-        let mut unchanged = Vec::new();
-        let mut new = Vec::new();
-        for component in components {
-            let origin = Origin {
-                source,
-                key: component.key.clone(),
-            };
-            let digest = component.digest();
-            if self.loads.digest(&origin) == Some(digest) {
-                // These bytes are loading here already.
-                continue;
-            }
-            match self.slots.get(&origin) {
-                Some(slot) if slot.digest == digest => {
-                    // Back to the settled version: a newer one still loading is dropped.
-                    self.loads.cancel(&origin);
-                    unchanged.extend(slot.provides.clone());
-                }
-                _ => {
-                    changed = true;
-                    new.push((origin, component));
-                }
-            }
-        }
-        // The new versions load in the background, each in its own task (the runtime compiles
-        // or maps up to one per CPU on the blocking pool; `describe` runs under its own short
-        // deadline outside that limit), and are settled by [`Self::loaded`] as they end.
-        for (origin, component) in new {
-            self.start_load(origin, component);
-        }
-        if !changed {
-            for name in unchanged {
-                self.count(name.as_str(), ReloadResult::Unchanged);
-            }
-        }
-        self.promote_shadowed().await;
-    }
-
     fn count(&self, plugin: &str, result: ReloadResult) {
         self.shared.metrics.plugin_reload(plugin, result.label());
     }
-
-    /// Runs the new version found at `origin` (loaded with the default options as `probe`)
-    /// if it is good.
-    async fn offer(&mut self, origin: Origin, digest: Digest, probe: Result<Plugin, LoadError>) {
-        let previous = self.slots.get(&origin).and_then(|s| s.provides.clone());
-        let slot = self.slots.entry(origin.clone()).or_insert(Slot {
-            digest,
-            provides: None,
-            shadowed: None,
-        });
-        slot.digest = digest;
-        slot.shadowed = None;
-        let (plugin, settings) = match self.settle(&origin, probe) {
-            Ok(loaded) => loaded,
-            Err(refused) => {
-                let (name, rejection) = *refused;
-                let label = name.or(previous).map(|n| n.to_string());
-                self.reject(&origin, label.as_deref(), &rejection).await;
-                return;
-            }
-        };
-        let name = plugin.info().name.clone();
-        if let Some(old) = previous.filter(|old| *old != name) {
-            // The same key now declares another plugin: the old one leaves.
-            if let Some(slot) = self.slots.get_mut(&origin) {
-                slot.provides = None;
-            }
-            self.remove(&old).await;
-        }
-        if let Some(first) = self.live.get(&name).map(|l| l.origin.clone())
-            && first < origin
-        {
-            let rejection = Rejection::Duplicate {
-                key: origin.key.clone(),
-                location: self.sources[origin.source].to_string(),
-                plugin: name.clone(),
-                first_key: first.key.clone(),
-                first_source: self.sources[first.source].to_string(),
-            };
-            self.reject(&origin, Some(name.as_str()), &rejection).await;
-            if let Some(slot) = self.slots.get_mut(&origin) {
-                slot.shadowed = Some(plugin);
-            }
-            return;
-        }
-        self.install(origin, plugin, settings).await;
-    }
-
-    /// Runs `plugin` (loaded from `origin`): a new controller, a swap, or a restart.
-    async fn install(&mut self, origin: Origin, plugin: Plugin, settings: PluginSettings) {
-        let name = plugin.info().name.clone();
-        let fields = |p: &Plugin| (p.info().version.clone(), p.digest().short());
-        let (version, digest) = fields(&plugin);
-        if let Some(slot) = self.slots.get_mut(&origin) {
-            slot.provides = Some(name.clone());
-            slot.shadowed = None;
-        }
-        if let Some(task) = self.releases.remove(&name) {
-            task.abort();
-        }
-        let source = self.sources[origin.source].to_string();
-        let stats = plugin.load_stats();
-        self.shared.metrics.plugin_loaded(
-            name.as_str(),
-            &version,
-            &digest,
-            stats.compile_time,
-            stats.from_cache,
-        );
-        // Before the controller starts, so that the states it records are not lost.
-        self.shared.status.version(name.as_str(), &version, &digest);
-        match self.live.remove(&name) {
-            None => {
-                tracing::info!(plugin = %name, version, digest, key = origin.key, %source, "plugin loaded");
-                let running = Running::start(plugin, settings, &self.shared, &self.failing);
-                let previous = None;
-                self.live.insert(
-                    name.clone(),
-                    Live {
-                        origin,
-                        running,
-                        previous,
-                    },
-                );
-            }
-            Some(live) => {
-                let mut displaced = None;
-                if live.origin != origin
-                    && let Some(slot) = self.slots.get_mut(&live.origin)
-                {
-                    // A component with precedence takes over; the other one waits, and is
-                    // reported as the refused duplicate.
-                    slot.provides = None;
-                    slot.shadowed = Some(live.running.current());
-                    displaced = Some(live.origin.clone());
-                }
-                let old = live.running.current();
-                let (old_version, old_digest) = fields(&old);
-                if (&old_version, &old_digest) != (&version, &digest) {
-                    self.shared
-                        .metrics
-                        .plugin_unloaded(name.as_str(), &old_version, &old_digest);
-                }
-                let running = if same_watches(old.info(), plugin.info()) {
-                    live.running.swap(plugin);
-                    tracing::info!(plugin = %name, version, digest, from_version = %old.info().version, from_digest = %old.digest().short(), key = origin.key, %source, "plugin version swapped");
-                    live.running
-                } else {
-                    live.running.stop().await;
-                    tracing::info!(plugin = %name, version, digest, from_version = %old.info().version, from_digest = %old.digest().short(), key = origin.key, %source, "plugin kinds changed; controller restarted");
-                    self.shared.status.record(
-                        name.as_str(),
-                        wasmop_controller::status::State::Loaded,
-                        None,
-                    );
-                    Running::start(plugin, settings, &self.shared, &self.failing)
-                };
-                let previous = Some(old);
-                self.live.insert(
-                    name.clone(),
-                    Live {
-                        origin: origin.clone(),
-                        running,
-                        previous,
-                    },
-                );
-                if let Some(displaced) = displaced {
-                    let rejection = Rejection::Duplicate {
-                        key: displaced.key.clone(),
-                        location: self.sources[displaced.source].to_string(),
-                        plugin: name.clone(),
-                        first_key: origin.key.clone(),
-                        first_source: source.clone(),
-                    };
-                    self.reject(&displaced, Some(name.as_str()), &rejection)
-                        .await;
-                }
-            }
-        }
-        self.count(name.as_str(), ReloadResult::Loaded);
-    }
-
-    /// Stops the plugin `name`; a shadowed component declaring it may take over afterwards.
-    async fn remove(&mut self, name: &PluginName) {
-        let Some(live) = self.live.remove(name) else {
-            return;
-        };
-        let plugin = live.running.current();
-        live.running.stop().await;
-        self.shared.metrics.plugin_gone(name.as_str());
-        let (version, digest) = (plugin.info().version.clone(), plugin.digest().short());
-        self.shared
-            .metrics
-            .plugin_unloaded(name.as_str(), &version, &digest);
-        self.shared.status.remove(name.as_str());
-        self.count(name.as_str(), ReloadResult::Removed);
-        tracing::info!(plugin = %name, digest = %plugin.digest().short(), "plugin removed from its source; controller stopped");
-        if let Some(entry) = controller::finalizer_entry(plugin.info(), self.config.plugin(name)) {
-            self.release_later(name.clone(), entry);
-        }
-    }
-
-    /// Runs shadowed components whose plugin name no longer runs.
-    async fn promote_shadowed(&mut self) {
-        let free: Vec<(Origin, Plugin)> = self
-            .slots
-            .iter()
-            .filter_map(|(o, s)| Some((o.clone(), s.shadowed.clone()?)))
-            .filter(|(_, p)| !self.live.contains_key(&p.info().name))
-            .collect();
-        let mut taken = BTreeSet::new();
-        // Slots iterate in origin order, so the component with precedence goes first.
-        for (origin, plugin) in free {
-            let name = plugin.info().name.clone();
-            if taken.insert(name.clone()) {
-                let settings = self.config.plugin(&name).clone();
-                self.install(origin, plugin, settings).await;
-            }
-        }
-    }
-
-    /// The plugin and its settings from `probe`, the version loaded with the default
-    /// options: the settings depend on the name, which only `describe` tells, so they are
-    /// applied afterwards (no second compilation).
-    fn settle(
-        &self,
-        origin: &Origin,
-        probe: Result<Plugin, LoadError>,
-    ) -> Result<(Plugin, PluginSettings), Box<Refused>> {
-        let source = || self.sources[origin.source].to_string();
-        let key = || origin.key.clone();
-        let probe = probe.map_err(|error| {
-            let rejection = Rejection::Load {
-                key: key(),
-                location: source(),
-                error,
-            };
-            Box::new((None, rejection))
-        })?;
-        let name = probe.info().name.clone();
-        let settings = self.config.plugin(&name).clone();
-        check_grants(
-            probe.info(),
-            &settings.grants,
-            &self.config.sensitive_kinds(),
-        )
-        .map_err(|error| {
-            let rejection = Rejection::Refused {
-                key: key(),
-                location: source(),
-                error,
-            };
-            Box::new((Some(name.clone()), rejection))
-        })?;
-        let options = LoadOptions {
-            policy: Policy {
-                namespaces: settings.namespaces.clone(),
-                extra_permissions: ExtraPermissions::Grant,
-                explicit: settings.grants.clone(),
-                sensitive: self.config.sensitive_kinds(),
-                implied_cluster_writes: false,
-            },
-            config: settings.config.clone(),
-            limits: Some(settings.limits.clone()),
-        };
-        let plugin = probe.with_options(options).map_err(|error| {
-            let rejection = Rejection::Settings {
-                key: key(),
-                location: source(),
-                plugin: name.clone(),
-                error,
-            };
-            Box::new((Some(name.clone()), rejection))
-        })?;
-        Ok((plugin, settings))
-    }
 }
-
-/// Why a loaded version is not run: the plugin's name when `describe` told it, and the
-/// rejection to report (boxed by [`Registry::settle`]: it is large, and the cold path).
-type Refused = (Option<PluginName>, Rejection);
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -609,19 +215,10 @@ impl fmt::Debug for Registry {
     }
 }
 
-/// Whether two versions of a plugin need the same watches and the same policy: everything
-/// they declare but the version string.
-pub fn same_watches(a: &PluginInfo, b: &PluginInfo) -> bool {
-    let strip = |i: &PluginInfo| PluginInfo {
-        version: String::new(),
-        ..i.clone()
-    };
-    strip(a) == strip(b)
-}
-
 #[cfg(test)]
 mod tests {
     use kube::core::GroupVersionKind;
+    use wasmop_core::plugin::PluginInfo;
 
     use super::*;
 

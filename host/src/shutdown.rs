@@ -18,11 +18,11 @@ use wasmop_controller::leader::LeaderError;
 
 /// Exit code of a process ended by a second signal during shutdown (128 + SIGINT, the
 /// shell's convention for "interrupted").
-pub const SECOND_SIGNAL_EXIT: i32 = 130;
+pub(crate) const SECOND_SIGNAL_EXIT: i32 = 130;
 
 /// How the drain went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drained {
+pub(crate) enum Drained {
     /// Every task finished in time.
     Finished,
     /// The timeout passed; this many tasks were cancelled.
@@ -30,7 +30,7 @@ pub enum Drained {
 }
 
 /// Waits up to `timeout` for every task of `tasks` to finish, then aborts the rest.
-pub async fn drain(tasks: &mut JoinSet<()>, timeout: Duration) -> Drained {
+pub(crate) async fn drain(tasks: &mut JoinSet<()>, timeout: Duration) -> Drained {
     let finished = tokio::time::timeout(timeout, async {
         while tasks.join_next().await.is_some() {}
     })
@@ -45,7 +45,7 @@ pub async fn drain(tasks: &mut JoinSet<()>, timeout: Duration) -> Drained {
 
 /// The whole sequence after a shutdown signal: `stop` (controllers stop taking work), drain
 /// `tasks` within `timeout`, then `release` the Lease and wait for the elector to finish.
-pub async fn sequence(
+pub(crate) async fn sequence(
     stop: &watch::Sender<bool>,
     tasks: &mut JoinSet<()>,
     timeout: Duration,
@@ -80,7 +80,7 @@ pub async fn sequence(
 }
 
 /// Waits for SIGINT or SIGTERM.
-pub async fn signal() -> std::io::Result<()> {
+pub(crate) async fn signal() -> std::io::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r,
@@ -91,7 +91,7 @@ pub async fn signal() -> std::io::Result<()> {
 /// After the first signal: a second one ends the process at once, with
 /// [`SECOND_SIGNAL_EXIT`], without waiting for reconciles or releasing the Lease. The
 /// listeners are registered before this returns, so a signal sent after it is never missed.
-pub fn exit_on_second_signal() -> std::io::Result<()> {
+pub(crate) fn exit_on_second_signal() -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

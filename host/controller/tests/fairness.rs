@@ -3,7 +3,7 @@
 //! on every other call reaches its failure streak, every denied call is counted and logged
 //! once per call, and nothing a plugin writes reaches a log line unescaped, in either format.
 //! The controller's floor and rate limit are proven by `controller::runner`'s unit tests and
-//! `e2e_fairness.rs`.
+//! `host/tests/e2e/fairness.rs`.
 
 #![allow(clippy::unwrap_used)]
 

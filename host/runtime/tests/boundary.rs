@@ -2,7 +2,7 @@
 //! recorder of every call that reaches it: identifiers built to change a request are refused
 //! by the host before any call leaves it, and implied grants never cover a sensitive kind or a
 //! write to a cluster-scoped object. (The same guests run against the real API server, with
-//! the deploy RBAC and with a broad one, in `e2e_boundary.rs`.)
+//! the deploy RBAC and with a broad one, in `host/tests/e2e/boundary.rs`.)
 
 use std::sync::{Arc, Mutex};
 

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use super::{Exit, RawRuntime};
-use wasmop_core::plugin::{Mapping, PluginInfo};
+use wasmop_core::plugin::{Mapping, Permission, PluginInfo, Watch};
 use wasmop_runtime::{AllocatorChoice, AllocatorMode, LoadOptions, Plugin, Runtime, RuntimeConfig};
 
 /// Arguments of `wasmop check`.
 #[derive(Debug, clap::Args)]
-pub struct RawCheck {
+pub(crate) struct RawCheck {
     /// The plugin component (.wasm).
     file: PathBuf,
     /// Build the engine as `wasmop run --concurrency N` would: probe the pooling allocator
@@ -36,7 +36,7 @@ fn shown(s: &str) -> String {
 }
 
 /// The human-readable summary `check` prints.
-pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
+pub(crate) fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
     let PluginInfo {
         name,
         version,
@@ -48,6 +48,37 @@ pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -
         reconcile_on_metadata_change,
         permissions,
     } = plugin.info();
+    let mut out = artefact(file, plugin, engine);
+    let _ = writeln!(out, "name:        {name}");
+    let _ = writeln!(out, "version:     {}", shown(version));
+    let _ = write!(out, "primary:     {}", gvk(primary));
+    if let Some(s) = primary_selector {
+        let _ = write!(out, " (selector: {})", shown(s));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "reconcile on metadata change: {reconcile_on_metadata_change}"
+    );
+    let _ = writeln!(out, "owns:        {}", list(owns.iter().map(gvk)));
+    let watches = watches.iter().map(watch_line);
+    let _ = writeln!(out, "watches:     {}", list(watches));
+    let _ = writeln!(
+        out,
+        "finalizer:   {}",
+        shown(finalizer.as_deref().unwrap_or("none"))
+    );
+    let permissions = permissions.iter().map(permission_line);
+    let _ = writeln!(out, "permissions: {}", list(permissions));
+    let _ = writeln!(out, "grants:");
+    for line in plugin.grants().to_string().lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+/// The summary's first lines: the file, its size and digest, how it was loaded, the engine.
+fn artefact(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
     let stats = plugin.load_stats();
     let mut out = String::new();
     let _ = writeln!(out, "file:        {}", file.display());
@@ -66,61 +97,42 @@ pub fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -
         stats.compile_time.as_millis()
     );
     let _ = writeln!(out, "engine:      {engine}");
-    let _ = writeln!(out, "name:        {name}");
-    let _ = writeln!(out, "version:     {}", shown(version));
-    let _ = write!(out, "primary:     {}", gvk(primary));
-    if let Some(s) = primary_selector {
-        let _ = write!(out, " (selector: {})", shown(s));
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "reconcile on metadata change: {reconcile_on_metadata_change}"
-    );
-    let _ = writeln!(out, "owns:        {}", list(owns.iter().map(gvk)));
-    let watches = watches.iter().map(|w| {
-        let mapping = match &w.mapping {
-            Mapping::SameName => "same name".to_owned(),
-            Mapping::Label(l) => format!("label {}", shown(l)),
-            Mapping::Annotation(a) => format!("annotation {}", shown(a)),
-            Mapping::AllInNamespace => "all in namespace".to_owned(),
-            Mapping::All => "all".to_owned(),
-        };
-        match &w.selector {
-            Some(s) => format!(
-                "{} (selector: {}; maps by {mapping})",
-                gvk(&w.kind),
-                shown(s)
-            ),
-            None => format!("{} (maps by {mapping})", gvk(&w.kind)),
-        }
-    });
-    let _ = writeln!(out, "watches:     {}", list(watches));
-    let _ = writeln!(
-        out,
-        "finalizer:   {}",
-        shown(finalizer.as_deref().unwrap_or("none"))
-    );
-    let permissions = permissions.iter().map(|p| {
-        let verbs: Vec<String> = p.verbs.iter().map(ToString::to_string).collect();
-        let group = if p.group.is_empty() { "core" } else { &p.group };
-        let scope = if p.namespaces.is_empty() {
-            String::new()
-        } else {
-            format!(" in {}", p.namespaces.join(", "))
-        };
-        shown(&format!(
-            "{} on {group}/{}{scope}",
-            verbs.join(", "),
-            p.kind
-        ))
-    });
-    let _ = writeln!(out, "permissions: {}", list(permissions));
-    let _ = writeln!(out, "grants:");
-    for line in plugin.grants().to_string().lines() {
-        let _ = writeln!(out, "  {line}");
-    }
     out
+}
+
+/// One watched kind: its kind, its selector and how it maps to primaries.
+fn watch_line(w: &Watch) -> String {
+    let mapping = match &w.mapping {
+        Mapping::SameName => "same name".to_owned(),
+        Mapping::Label(l) => format!("label {}", shown(l)),
+        Mapping::Annotation(a) => format!("annotation {}", shown(a)),
+        Mapping::AllInNamespace => "all in namespace".to_owned(),
+        Mapping::All => "all".to_owned(),
+    };
+    match &w.selector {
+        Some(s) => format!(
+            "{} (selector: {}; maps by {mapping})",
+            gvk(&w.kind),
+            shown(s)
+        ),
+        None => format!("{} (maps by {mapping})", gvk(&w.kind)),
+    }
+}
+
+/// One declared permission: its verbs, group/kind and namespaces.
+fn permission_line(p: &Permission) -> String {
+    let verbs: Vec<String> = p.verbs.iter().map(ToString::to_string).collect();
+    let group = if p.group.is_empty() { "core" } else { &p.group };
+    let scope = if p.namespaces.is_empty() {
+        String::new()
+    } else {
+        format!(" in {}", p.namespaces.join(", "))
+    };
+    shown(&format!(
+        "{} on {group}/{}{scope}",
+        verbs.join(", "),
+        p.kind
+    ))
 }
 
 fn list(items: impl Iterator<Item = String>) -> String {
@@ -133,7 +145,7 @@ fn list(items: impl Iterator<Item = String>) -> String {
 }
 
 /// Runs `wasmop check`.
-pub async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
+pub(crate) async fn run(raw: RawCheck) -> anyhow::Result<Exit> {
     let config = match raw.concurrency {
         Some(n) => RuntimeConfig::default()
             .concurrency(n)

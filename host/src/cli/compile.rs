@@ -15,7 +15,7 @@ use wasmop_runtime::{AllocatorChoice, LoadOptions, Runtime, RuntimeConfig};
 
 /// Arguments of `wasmop compile`.
 #[derive(Debug, clap::Args)]
-pub struct RawCompile {
+pub(crate) struct RawCompile {
     /// The plugin components (.wasm).
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -34,7 +34,7 @@ pub struct RawCompile {
 }
 
 /// Runs `wasmop compile`.
-pub async fn run(raw: RawCompile) -> anyhow::Result<Exit> {
+pub(crate) async fn run(raw: RawCompile) -> anyhow::Result<Exit> {
     let host = match &raw.config {
         Some(path) => {
             let parsed = Config::read_raw(path).await?;

@@ -8,13 +8,13 @@ use super::Exit;
 
 /// `wasmop run`'s arguments: the config file and the flags that override it.
 #[derive(Debug, clap::Args)]
-pub struct RawRun {
+pub(crate) struct RawRun {
     #[command(flatten)]
     args: RunArgs,
 }
 
 /// Loads the configuration, sets up logging and runs the host until SIGINT/SIGTERM.
-pub async fn run(raw: RawRun) -> anyhow::Result<Exit> {
+pub(crate) async fn run(raw: RawRun) -> anyhow::Result<Exit> {
     let config = raw.args.load().await?;
     init_logging(config.log_format);
     tracing::info!(

@@ -18,7 +18,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `wasmop status`'s arguments.
 #[derive(Debug, clap::Args)]
-pub struct RawStatus {
+pub(crate) struct RawStatus {
     /// The host's probe address (its `healthAddress`).
     #[arg(
         long,
@@ -33,7 +33,7 @@ pub struct RawStatus {
 }
 
 /// Fetches and prints the status; exit 1 when the host cannot be reached.
-pub async fn run(raw: RawStatus) -> anyhow::Result<Exit> {
+pub(crate) async fn run(raw: RawStatus) -> anyhow::Result<Exit> {
     let body = tokio::time::timeout(TIMEOUT, get(&raw.address, "/status"))
         .await
         .with_context(|| format!("the host at {} did not answer within 10 s", raw.address))??;

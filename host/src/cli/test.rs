@@ -11,7 +11,7 @@ use wasmop_runtime::{LoadOptions, Runtime};
 
 /// Arguments of `wasmop test`.
 #[derive(Debug, clap::Args)]
-pub struct RawTest {
+pub(crate) struct RawTest {
     /// The plugin component (.wasm).
     file: PathBuf,
     /// YAML file with the object to reconcile.
@@ -41,7 +41,7 @@ async fn read(path: &PathBuf, what: &str) -> anyhow::Result<String> {
 }
 
 /// Runs `wasmop test`.
-pub async fn run(raw: RawTest) -> anyhow::Result<Exit> {
+pub(crate) async fn run(raw: RawTest) -> anyhow::Result<Exit> {
     let config = match &raw.config {
         Some(path) => {
             let text = read(path, "the config file").await?;

@@ -14,7 +14,7 @@ use wasmop_controller::controller::throttle::ObjectRate;
 /// for something no watch reports (an external system, a clock), which changes on the scale
 /// of seconds; at one poll a second per object the host spends a few hundredths of a core on
 /// ten spinning objects, and no plugin needs to poll faster.
-pub const DEFAULT_MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
 
 /// Each object may start 10 reconciles at once, then one a second. 10 covers an object's
 /// ordinary convergence at once: its first reconcile, the finalizer the host adds, the
@@ -23,7 +23,7 @@ pub const DEFAULT_MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
 /// re-triggers itself through the watch (it writes its own object every time) is held to
 /// what a requeuing one gets; triggers meanwhile are merged, and the reconcile that runs
 /// sees the latest state, so a busy object lags at most a second and loses nothing.
-pub const DEFAULT_OBJECT_RATE: ObjectRate = ObjectRate {
+pub(crate) const DEFAULT_OBJECT_RATE: ObjectRate = ObjectRate {
     burst: 10,
     interval: Duration::from_secs(1),
 };
@@ -33,7 +33,7 @@ pub const DEFAULT_OBJECT_RATE: ObjectRate = ObjectRate {
 const MAX_FAIRNESS_INTERVAL: Duration = Duration::from_secs(600);
 
 /// `minRequeueAfter` and `objectRateLimit` (`None`: no rate limit) of the plugin at `at`.
-pub fn fairness(
+pub(crate) fn fairness(
     at: &str,
     raw: &RawPluginSettings,
     defaults: &RawPluginSettings,

@@ -8,10 +8,10 @@ use super::{Config, ConfigError};
 
 /// Flags of `wasmop run`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The host configuration file (YAML).
     #[arg(long, env = "WASMOP_CONFIG", value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// A directory of `*.wasm` plugins; replaces the file's `sources` (repeatable).
     #[arg(
         long = "plugins",
@@ -19,57 +19,57 @@ pub struct RunArgs {
         value_name = "DIR",
         value_delimiter = ','
     )]
-    pub plugins: Vec<PathBuf>,
+    pub(crate) plugins: Vec<PathBuf>,
     /// A ConfigMap (`NAMESPACE/NAME`, or `NAME` in the host's namespace) whose `binaryData`
     /// keys `*.wasm` are plugins, read through the API; with `--plugins`, after those
     /// directories. Either flag replaces the file's `sources`.
     #[arg(long, env = "WASMOP_PLUGINS_CONFIGMAP", value_name = "NS/NAME")]
-    pub plugins_configmap: Option<String>,
+    pub(crate) plugins_configmap: Option<String>,
     /// Reconciles that may run at once over all plugins.
     #[arg(long, env = "WASMOP_CONCURRENCY")]
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
     /// How often every object is reconciled again (`10m`; `0s` disables it).
     #[arg(long, env = "WASMOP_RESYNC_PERIOD", value_name = "DURATION")]
-    pub resync_period: Option<String>,
+    pub(crate) resync_period: Option<String>,
     /// `text` or `json`.
     #[arg(long, env = "WASMOP_LOG_FORMAT")]
-    pub log_format: Option<String>,
+    pub(crate) log_format: Option<String>,
     /// Where `/metrics` is served (`host:port`; `""` disables it).
     #[arg(long, env = "WASMOP_METRICS_ADDRESS", value_name = "ADDR")]
-    pub metrics_address: Option<String>,
+    pub(crate) metrics_address: Option<String>,
     /// Where `/healthz`, `/readyz` and `/status` are served (`host:port`; `""` disables it).
     #[arg(long, env = "WASMOP_HEALTH_ADDRESS", value_name = "ADDR")]
-    pub health_address: Option<String>,
+    pub(crate) health_address: Option<String>,
     /// How long running reconciles get to finish after SIGTERM/SIGINT (`30s`).
     #[arg(long, env = "WASMOP_SHUTDOWN_TIMEOUT", value_name = "DURATION")]
-    pub shutdown_timeout: Option<String>,
+    pub(crate) shutdown_timeout: Option<String>,
     /// Take part in leader election (only the Lease holder reconciles).
     #[arg(long, env = "WASMOP_LEADER_ELECT", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
-    pub leader_elect: Option<bool>,
+    pub(crate) leader_elect: Option<bool>,
     /// Directory for precompiled plugin artefacts.
     #[arg(long = "cache-dir", env = "WASMOP_CACHE_DIR", value_name = "DIR")]
-    pub cache_directory: Option<PathBuf>,
+    pub(crate) cache_directory: Option<PathBuf>,
     /// Directory of artefacts made by `wasmop compile`, loaded instead of compiling.
     #[arg(
         long = "precompiled-dir",
         env = "WASMOP_PRECOMPILED_DIR",
         value_name = "DIR"
     )]
-    pub precompiled_directory: Option<PathBuf>,
+    pub(crate) precompiled_directory: Option<PathBuf>,
     /// Guest computing after which a call moves to low-priority threads (`50ms`; `0s`: never).
     #[arg(long, env = "WASMOP_DEMOTE_AFTER", value_name = "DURATION")]
-    pub demote_after: Option<String>,
+    pub(crate) demote_after: Option<String>,
     /// The host's own namespace (where it records plugins' finalizers).
     #[arg(long, env = "WASMOP_NAMESPACE")]
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     /// Kubeconfig file; without it, the in-cluster config or `KUBECONFIG` is used.
     #[arg(long, env = "WASMOP_KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 impl RunArgs {
     /// Reads the config file (if any), lays the flags over it and validates the result.
-    pub async fn load(&self) -> Result<Config, ConfigError> {
+    pub(crate) async fn load(&self) -> Result<Config, ConfigError> {
         let raw = match &self.config {
             Some(path) => Config::read_raw(path).await?,
             None => RawConfig::default(),

@@ -1,8 +1,9 @@
 //! `leaderElection`: which Lease, and client-go's three timings, validated so that a
 //! configuration that would allow two leaders at once is refused at start.
 
+use super::fields::duration_or;
 use super::raw::RawLeaderElection;
-use super::{ConfigError, duration_or, value_error};
+use super::{ConfigError, value_error};
 use wasmop_controller::leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_LEASE_NAME, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD,
     LeaderElection,

@@ -85,127 +85,127 @@ use serde_json::Value;
 pub struct RawConfig {
     /// Where plugins come from.
     #[serde(default)]
-    pub sources: Vec<RawSource>,
+    pub(crate) sources: Vec<RawSource>,
     /// Global concurrency.
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
     /// Periodic resync, as a duration (`10m`, `30s`, `0s`).
-    pub resync_period: Option<String>,
+    pub(crate) resync_period: Option<String>,
     /// `text` or `json`.
-    pub log_format: Option<String>,
+    pub(crate) log_format: Option<String>,
     /// Address of the metrics server, or `""` for none.
-    pub metrics_address: Option<String>,
+    pub(crate) metrics_address: Option<String>,
     /// Address of the health-probe server, or `""` for none.
-    pub health_address: Option<String>,
+    pub(crate) health_address: Option<String>,
     /// Grace for running reconciles after a shutdown signal, as a duration.
-    pub shutdown_timeout: Option<String>,
+    pub(crate) shutdown_timeout: Option<String>,
     /// Leader election.
-    pub leader_election: Option<RawLeaderElection>,
+    pub(crate) leader_election: Option<RawLeaderElection>,
     /// Artefact cache directory.
-    pub cache_directory: Option<String>,
+    pub(crate) cache_directory: Option<String>,
     /// Directory of artefacts made by `wasmop compile`.
-    pub precompiled_directory: Option<String>,
+    pub(crate) precompiled_directory: Option<String>,
     /// Tiered loading: Winch code first, Cranelift's once compiled in the background.
-    pub tiered_compilation: Option<bool>,
+    pub(crate) tiered_compilation: Option<bool>,
     /// Guest computing after which a call is demoted to the low-priority lane, as a duration
     /// (`0s`: never).
-    pub demote_after: Option<String>,
+    pub(crate) demote_after: Option<String>,
     /// How long `describe` may run at load, as a duration.
-    pub describe_deadline: Option<String>,
+    pub(crate) describe_deadline: Option<String>,
     /// The host's own namespace.
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     /// Grace period before a missing plugin's finalizers are released.
-    pub orphaned_finalizer_grace: Option<String>,
+    pub(crate) orphaned_finalizer_grace: Option<String>,
     /// Kinds added to the built-in sensitive kinds, whose implied verbs need explicit grants.
     #[serde(default)]
-    pub sensitive_kinds: Vec<RawKind>,
+    pub(crate) sensitive_kinds: Vec<RawKind>,
     /// Settings for every plugin.
-    pub defaults: Option<RawPluginSettings>,
+    pub(crate) defaults: Option<RawPluginSettings>,
     /// Settings per plugin name.
     #[serde(default)]
-    pub plugins: BTreeMap<String, RawPluginSettings>,
+    pub(crate) plugins: BTreeMap<String, RawPluginSettings>,
 }
 
 /// Leader election over a `coordination.k8s.io/v1` Lease.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawLeaderElection {
+pub(crate) struct RawLeaderElection {
     /// Whether to take part in leader election.
-    pub enabled: Option<bool>,
+    pub(crate) enabled: Option<bool>,
     /// The Lease's name.
-    pub lease_name: Option<String>,
+    pub(crate) lease_name: Option<String>,
     /// The Lease's namespace.
-    pub lease_namespace: Option<String>,
+    pub(crate) lease_namespace: Option<String>,
     /// How long a lease is valid after its last renewal, as a duration.
-    pub lease_duration: Option<String>,
+    pub(crate) lease_duration: Option<String>,
     /// How long the leader keeps trying to renew before it gives up, as a duration.
-    pub renew_deadline: Option<String>,
+    pub(crate) renew_deadline: Option<String>,
     /// How often acquiring or renewing is tried, as a duration.
-    pub retry_period: Option<String>,
+    pub(crate) retry_period: Option<String>,
 }
 
 /// One plugin source: exactly one of its fields.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawSource {
+pub(crate) struct RawSource {
     /// A directory of `*.wasm` components.
-    pub directory: Option<String>,
+    pub(crate) directory: Option<String>,
     /// A ConfigMap whose `binaryData` keys ending in `.wasm` are components.
-    pub config_map: Option<RawConfigMapSource>,
+    pub(crate) config_map: Option<RawConfigMapSource>,
 }
 
 /// A ConfigMap source.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawConfigMapSource {
+pub(crate) struct RawConfigMapSource {
     /// The ConfigMap's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its namespace (default: the host's namespace).
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
 }
 
 /// Settings of one plugin (or the defaults).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawPluginSettings {
+pub(crate) struct RawPluginSettings {
     /// Namespaces the plugin is confined to.
-    pub namespaces: Option<Vec<String>>,
+    pub(crate) namespaces: Option<Vec<String>>,
     /// Permissions granted beyond its own kinds.
-    pub grants: Option<Vec<RawGrant>>,
+    pub(crate) grants: Option<Vec<RawGrant>>,
     /// Linear memory per call (`64Mi`, `1Gi`, or bytes).
-    pub memory: Option<RawQuantity>,
+    pub(crate) memory: Option<RawQuantity>,
     /// Wall-clock time per call (`10s`, `500ms`).
-    pub deadline: Option<String>,
+    pub(crate) deadline: Option<String>,
     /// Fuel per call.
-    pub fuel: Option<u64>,
+    pub(crate) fuel: Option<u64>,
     /// Reconciles of this plugin that may run at once.
-    pub concurrency: Option<u16>,
+    pub(crate) concurrency: Option<u16>,
     /// The plugin's own settings.
-    pub config: Option<Value>,
+    pub(crate) config: Option<Value>,
     /// Traps or timeouts with no success between after which a version is reported as
     /// failing (0: never).
-    pub failure_threshold: Option<u32>,
+    pub(crate) failure_threshold: Option<u32>,
     /// Whether a failing version is rolled back to the version it replaced.
-    pub rollback: Option<bool>,
+    pub(crate) rollback: Option<bool>,
     /// The shortest requeue-after honoured, as a duration; shorter ones are raised to it.
-    pub min_requeue_after: Option<String>,
+    pub(crate) min_requeue_after: Option<String>,
     /// The per-object rate limit of reconciles.
-    pub object_rate_limit: Option<RawObjectRate>,
+    pub(crate) object_rate_limit: Option<RawObjectRate>,
 }
 
 /// A token bucket per object: `burst` reconciles at once, then one per `interval`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawObjectRate {
+pub(crate) struct RawObjectRate {
     /// Reconciles an object may start at once.
-    pub burst: Option<u32>,
+    pub(crate) burst: Option<u32>,
     /// The time that refills one, as a duration (`0s`: no limit).
-    pub interval: Option<String>,
+    pub(crate) interval: Option<String>,
 }
 
 /// A quantity written as a number of bytes or with a binary suffix.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
-pub enum RawQuantity {
+pub(crate) enum RawQuantity {
     /// Bytes.
     Bytes(u64),
     /// `64Mi` and friends.
@@ -215,26 +215,26 @@ pub enum RawQuantity {
 /// A kind named by group and kind.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawKind {
+pub(crate) struct RawKind {
     /// API group, `""` for core.
     #[serde(default)]
-    pub group: String,
+    pub(crate) group: String,
     /// The kind.
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 /// One granted permission.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RawGrant {
+pub(crate) struct RawGrant {
     /// API group, `""` for core.
     #[serde(default)]
-    pub group: String,
+    pub(crate) group: String,
     /// The kind.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Verbs: get, list, create, patch, apply, delete, patch-status.
-    pub verbs: Vec<String>,
+    pub(crate) verbs: Vec<String>,
     /// Namespaces; empty means every namespace the plugin may touch.
     #[serde(default)]
-    pub namespaces: Vec<String>,
+    pub(crate) namespaces: Vec<String>,
 }

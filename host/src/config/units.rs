@@ -15,7 +15,7 @@ pub enum UnitError {
 }
 
 /// Parses `500ms`, `10s`, `5m`, `1h` (one unit, whole numbers).
-pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let bad = || UnitError::Duration(text.to_owned());
     let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
     let (number, unit) = text.split_at(split);
@@ -31,7 +31,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
 }
 
 /// Parses a byte count with an optional binary suffix.
-pub fn parse_quantity(text: &str) -> Result<u64, UnitError> {
+pub(crate) fn parse_quantity(text: &str) -> Result<u64, UnitError> {
     let bad = || UnitError::Quantity(text.to_owned());
     let split = text
         .find(|c: char| !c.is_ascii_digit())

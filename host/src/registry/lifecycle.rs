@@ -18,7 +18,7 @@ use wasmop_controller::controller::{self, Shared};
 use wasmop_runtime::Plugin;
 
 /// A plugin's controller task.
-pub struct Running {
+pub(crate) struct Running {
     version: watch::Sender<Plugin>,
     stop: Arc<watch::Sender<bool>>,
     task: JoinHandle<()>,
@@ -28,7 +28,7 @@ impl Running {
     /// Starts the controller of `plugin` with `settings`. It stops at the host's shutdown
     /// (`shared.shutdown`) or at [`Running::stop`], whichever comes first. A version that
     /// fails `settings.failure_threshold` reconciles in a row is reported on `failing`.
-    pub fn start(
+    pub(crate) fn start(
         plugin: Plugin,
         settings: PluginSettings,
         shared: &Shared,
@@ -76,17 +76,17 @@ impl Running {
     }
 
     /// The version the controller calls now.
-    pub fn current(&self) -> Plugin {
+    pub(crate) fn current(&self) -> Plugin {
         self.version.borrow().clone()
     }
 
     /// Makes `plugin` the version the controller calls, and returns the one it replaces.
-    pub fn swap(&self, plugin: Plugin) -> Plugin {
+    pub(crate) fn swap(&self, plugin: Plugin) -> Plugin {
         self.version.send_replace(plugin)
     }
 
     /// Stops the controller and waits until its in-flight reconciles are done.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(true);
         if let Err(error) = self.task.await {
             tracing::error!(%error, "plugin controller task ended abnormally");
@@ -94,7 +94,7 @@ impl Running {
     }
 
     /// Waits for the controller to end (after the host's shutdown).
-    pub async fn join(self) {
+    pub(crate) async fn join(self) {
         let _ = self.task.await;
     }
 }

@@ -13,7 +13,7 @@ use wasmop_runtime::LoadError;
 
 /// What a reload did, as counted by `wasmop_plugin_reloads_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReloadResult {
+pub(crate) enum ReloadResult {
     /// A new version runs.
     Loaded,
     /// The source changed but the plugin's bytes did not.
@@ -28,7 +28,7 @@ pub enum ReloadResult {
 
 impl ReloadResult {
     /// Its metric label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ReloadResult::Loaded => "loaded",
             ReloadResult::Unchanged => "unchanged",
@@ -41,7 +41,7 @@ impl ReloadResult {
 
 /// Why a version was rejected.
 #[derive(Debug, thiserror::Error)]
-pub enum Rejection {
+pub(crate) enum Rejection {
     /// It is not a loadable plugin (not a component, another world, `describe` trapped...).
     #[error("`{key}` in {location} cannot be loaded")]
     Load {

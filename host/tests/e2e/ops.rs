@@ -6,11 +6,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod harness;
+use crate::harness;
 
 use std::time::Duration;
 
-use harness::{Host, PATIENCE, message, object_ref, test_kinds, wait_mirrored};
+use crate::harness::{Host, PATIENCE, message, object_ref, test_kinds, wait_mirrored};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams};

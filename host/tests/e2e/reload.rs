@@ -5,12 +5,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod harness;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use harness::{Host, PATIENCE, message};
+use crate::harness::{Host, PATIENCE, message};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;

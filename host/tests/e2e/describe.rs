@@ -6,9 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod harness;
-
-use harness::{Host, message};
+use crate::harness::{Host, message};
 use serde_json::Value;
 use wasmop_testenv::TestEnv;
 

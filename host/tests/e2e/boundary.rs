@@ -3,9 +3,11 @@
 //! identifiers are refused by the host, sensitive kinds are refused at load, and the API
 //! server's audit log shows that none of the requests they were built for ever reached it.
 
-mod harness;
+use crate::harness;
 
-use harness::{HOST_USER, Host, PATIENCE, broad_user, confined, message, targets, test_kinds};
+use crate::harness::{
+    HOST_USER, Host, PATIENCE, broad_user, confined, message, targets, test_kinds,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use serde_json::Value;

@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod harness;
-
 use std::time::Duration;
 
-use harness::{Host, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored};
+use crate::harness::{
+    Host, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -431,7 +431,7 @@ async fn requeue_after_from_the_plugin_is_honoured() {
 /// had not discovered yet when the child appeared (see the test that uses it).
 const GC_PATIENCE: Duration = Duration::from_secs(360);
 
-const DATABASE_CRD: &str = include_str!("../../plugins/rust/database-config/crd.yaml");
+const DATABASE_CRD: &str = include_str!("../../../plugins/rust/database-config/crd.yaml");
 
 fn databases(env: &TestEnv) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(

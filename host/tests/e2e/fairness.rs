@@ -9,12 +9,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod harness;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use harness::{
+use crate::harness::{
     Host, LogFormat, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored,
 };
 use k8s_openapi::ByteString;
@@ -382,7 +380,7 @@ async fn plugin_text_is_one_escaped_line_per_log_call_in_text_and_json_logs() {
     }
 }
 
-const DATABASE_CRD: &str = include_str!("../../plugins/rust/database-config/crd.yaml");
+const DATABASE_CRD: &str = include_str!("../../../plugins/rust/database-config/crd.yaml");
 
 fn databases(env: &TestEnv) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(
