@@ -61,7 +61,8 @@ impl Ahead {
             .clear();
     }
 
-    /// How many are kept.
+    /// How many are kept (for [`Runtime::compiling_ahead`](crate::Runtime::compiling_ahead)).
+    #[cfg(feature = "test-hooks")]
     pub fn len(&self) -> usize {
         self.tasks
             .lock()

@@ -81,7 +81,8 @@ impl Lane {
             .map(tokio::runtime::Runtime::handle)
     }
 
-    /// Demoted calls whose task is alive on the lane now (for tests and diagnostics).
+    /// Demoted calls whose task is alive on the lane now (for tests).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }

@@ -1,7 +1,7 @@
 //! The plugin runtime: everything wasmtime. One [`Runtime`] holds the engine, the linker and
 //! the artefact cache (and, for tiered loading, a Winch engine); [`Runtime::load`] turns
-//! component bytes into a [`Plugin`], whose [`Plugin::reconcile`] runs one call in a fresh,
-//! limited instance and returns an [`Outcome`].
+//! component bytes into a [`Plugin`], whose [`Plugin::call`] runs one [`Call`] in a fresh,
+//! limited instance and reports its [`Outcome`].
 //!
 //! Callers (the CLI, the offline harness, the controller) never see wasmtime types.
 //!
@@ -23,6 +23,7 @@ mod lane;
 mod loader;
 mod outcome;
 pub mod precompiled;
+mod request;
 mod settings;
 mod tiered;
 mod wasi;
@@ -43,11 +44,12 @@ pub use self::describe::{
 pub use self::engine::{AllocatorMode, EngineError};
 pub use self::loader::{LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, Denials, LimitKind, Outcome, PluginErrorKind, Usage};
+pub use self::request::{Call, CallReport, Entry, Request, RequestObject};
 pub use self::settings::{
     AllocatorChoice, Compiler, DEFAULT_DESCRIBE_DEADLINE, Limits, RuntimeConfig,
 };
 pub use self::tiered::TieringStats;
-use wasmop_core::cluster::{Cluster, ObjectRef};
+use wasmop_core::cluster::Cluster;
 use wasmop_core::plugin::{ComponentBytes, Digest, PluginInfo};
 use wasmop_core::policy::{Grants, Policy};
 
@@ -173,7 +175,8 @@ impl Runtime {
         self.inner.ahead.clear();
     }
 
-    /// How many compilations started ahead are kept (for tests).
+    /// How many compilations started ahead are kept. A test hook (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub fn compiling_ahead(&self) -> usize {
         self.inner.ahead.len()
     }
@@ -185,12 +188,15 @@ impl Runtime {
 
     /// Demoted calls still running on the low-priority lane (see
     /// [`RuntimeConfig::demote_after`]); a cancelled call's task leaves it at the guest's next
-    /// epoch yield.
+    /// epoch yield. A test hook (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub fn demoted_running(&self) -> usize {
         self.inner.lane.running()
     }
 
-    /// Waits until no background Cranelift compilation of tiered loading is under way.
+    /// Waits until no background Cranelift compilation of tiered loading is under way. A
+    /// test hook (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub async fn tiering_settled(&self) {
         self.inner.tiering.settled().await;
     }
@@ -226,43 +232,6 @@ impl Default for LoadOptions {
             config: Value::Object(Default::default()),
             limits: None,
         }
-    }
-}
-
-/// One unit of work for a plugin.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Request {
-    /// Which object.
-    pub target: ObjectRef,
-    /// The object as the host last saw it.
-    pub object: RequestObject,
-}
-
-/// The object of a [`Request`], as a value or as the JSON text the plugin will get.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RequestObject {
-    /// A value: trimmed (no `managedFields`, no last-applied annotation) and written as JSON
-    /// text for the call.
-    Value(Value),
-    /// JSON text of an object already trimmed, passed to the plugin as it is: the controller
-    /// writes its cached objects (trimmed when cached) straight to text, which spares
-    /// building a `Value` that the call would only write out and drop.
-    Text(String),
-}
-
-impl From<Value> for RequestObject {
-    fn from(value: Value) -> Self {
-        RequestObject::Value(value)
-    }
-}
-
-impl Request {
-    /// A request for `object`, identified by its own `apiVersion`, `kind` and metadata.
-    pub fn for_object(object: Value) -> Result<Self, wasmop_core::cluster::IdentityError> {
-        Ok(Self {
-            target: ObjectRef::of(&object)?,
-            object: RequestObject::Value(object),
-        })
     }
 }
 
@@ -343,52 +312,17 @@ impl Plugin {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Runs `reconcile` for one object in a fresh instance. Waits for a free instance slot
-    /// first when `concurrency` calls are already running (the wait does not count against
-    /// the call's deadline).
+    /// Runs one call (`reconcile` or `cleanup`, see [`Call`]) in a fresh instance under the
+    /// version's limits, and reports how it ended and what it used. Waits for a free
+    /// instance slot first when `concurrency` calls are already running (the wait does not
+    /// count against the call's deadline).
+    ///
+    /// Never fails: whatever the guest does, the call ends in exactly one [`Outcome`].
     ///
     /// # Cancellation
     /// Dropping the future drops the instance; writes the plugin already made stay made.
-    pub async fn reconcile(&self, cluster: Arc<dyn Cluster>, request: Request) -> Outcome {
-        self.reconcile_measured(cluster, request).await.0
-    }
-
-    /// [`Plugin::reconcile`], also telling what the call used of its budgets.
-    pub async fn reconcile_measured(
-        &self,
-        cluster: Arc<dyn Cluster>,
-        request: Request,
-    ) -> (Outcome, Usage) {
-        let (outcome, usage, _) =
-            dispatch::call(&self.inner, cluster, request, dispatch::Entry::Reconcile).await;
-        (outcome, usage)
-    }
-
-    /// [`Plugin::reconcile`], also telling which compiler made the code the call ran on.
-    pub async fn reconcile_on(
-        &self,
-        cluster: Arc<dyn Cluster>,
-        request: Request,
-    ) -> (Outcome, Compiler) {
-        let (outcome, _, compiler) =
-            dispatch::call(&self.inner, cluster, request, dispatch::Entry::Reconcile).await;
-        (outcome, compiler)
-    }
-
-    /// Runs `cleanup` (for an object with the plugin's finalizer that is being deleted).
-    pub async fn cleanup(&self, cluster: Arc<dyn Cluster>, request: Request) -> Outcome {
-        self.cleanup_measured(cluster, request).await.0
-    }
-
-    /// [`Plugin::cleanup`], also telling what the call used of its budgets.
-    pub async fn cleanup_measured(
-        &self,
-        cluster: Arc<dyn Cluster>,
-        request: Request,
-    ) -> (Outcome, Usage) {
-        let (outcome, usage, _) =
-            dispatch::call(&self.inner, cluster, request, dispatch::Entry::Cleanup).await;
-        (outcome, usage)
+    pub async fn call(&self, cluster: Arc<dyn Cluster>, call: Call) -> CallReport {
+        dispatch::call(&self.inner, cluster, call).await
     }
 }
 

@@ -171,7 +171,8 @@ impl Tiering {
         }
     }
 
-    /// Waits until no background compilation is under way.
+    /// Waits until no background compilation is under way (for tests).
+    #[cfg(feature = "test-hooks")]
     pub async fn settled(&self) {
         let mut pending = self.pending.subscribe();
         // The sender lives as long as `self`, so this cannot fail.

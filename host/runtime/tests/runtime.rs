@@ -16,8 +16,8 @@ use wasmop_core::plugin::PluginName;
 use wasmop_core::policy::Policy;
 use wasmop_offline::memory::{MemoryCluster, Write};
 use wasmop_runtime::{
-    Action, AllocatorChoice, Budget, Compiler, LimitKind, Limits, LoadError, LoadOptions, Outcome,
-    Plugin, PluginErrorKind, Request, Runtime, RuntimeConfig, TieringStats,
+    Action, AllocatorChoice, Budget, Call, CallReport, Compiler, LimitKind, Limits, LoadError,
+    LoadOptions, Outcome, Plugin, PluginErrorKind, Request, Runtime, RuntimeConfig, TieringStats,
 };
 
 /// A short deadline keeps the infinite-loop test quick; nothing asserts on durations.
@@ -80,7 +80,10 @@ fn mirror_ref(name: &str) -> ObjectRef {
 async fn healthy_call(plugin: &Plugin, name: &str, value: &str) {
     let object = target(name, value);
     let cluster = seeded(vec![object.clone()]);
-    let outcome = plugin.reconcile(cluster.clone(), request(object)).await;
+    let outcome = plugin
+        .call(cluster.clone(), Call::reconcile(request(object)))
+        .await
+        .outcome;
     assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     let mirror = cluster.object(&mirror_ref(name)).expect("mirror applied");
     assert_eq!(mirror["data"]["value"], value);
@@ -102,8 +105,9 @@ async fn database_config_call(plugin: &Plugin, name: &str, port: u16) {
     let object = database(name, port);
     let cluster = seeded(vec![object.clone()]);
     let outcome = plugin
-        .reconcile(cluster.clone(), request(object.clone()))
-        .await;
+        .call(cluster.clone(), Call::reconcile(request(object.clone())))
+        .await
+        .outcome;
     assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     let config_map = ObjectRef::new(
         GroupVersionKind::gvk("", "v1", "ConfigMap"),
@@ -146,8 +150,12 @@ async fn settings_reach_the_plugin_through_config_get() {
         .expect("loads");
     let object = target("a", "1");
     let outcome = plugin
-        .reconcile(seeded(vec![object.clone()]), request(object))
-        .await;
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
+        .await
+        .outcome;
     assert_eq!(
         outcome,
         Outcome::Action(Action::RequeueAfter(Duration::from_millis(1500)))
@@ -173,8 +181,12 @@ async fn with_options_applies_settings_without_reloading() {
     assert_eq!(tuned.limits(), &limits);
     let object = target("a", "1");
     let outcome = tuned
-        .reconcile(seeded(vec![object.clone()]), request(object))
-        .await;
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
+        .await
+        .outcome;
     assert_eq!(
         outcome,
         Outcome::Action(Action::RequeueAfter(Duration::from_millis(1500)))
@@ -200,15 +212,17 @@ async fn cleanup_runs_the_cleanup_export() {
     let cluster = seeded(vec![object.clone()]);
     assert!(
         plugin
-            .reconcile(cluster.clone(), request(object.clone()))
+            .call(cluster.clone(), Call::reconcile(request(object.clone())))
             .await
+            .outcome
             .is_success()
     );
     assert!(cluster.object(&mirror_ref("gone")).is_some());
     assert!(
         plugin
-            .cleanup(cluster.clone(), request(object))
+            .call(cluster.clone(), Call::cleanup(request(object)))
             .await
+            .outcome
             .is_success()
     );
     assert!(cluster.object(&mirror_ref("gone")).is_none());
@@ -276,7 +290,7 @@ const HOSTILE: [&str; 9] = [
 ];
 
 /// Loads every hostile guest on `rt` and starts one reconcile of each, all at once.
-async fn start_hostile(rt: &Runtime) -> Vec<(&'static str, JoinHandle<(Outcome, Compiler)>)> {
+async fn start_hostile(rt: &Runtime) -> Vec<(&'static str, JoinHandle<CallReport>)> {
     let mut hostile = Vec::new();
     for name in HOSTILE {
         let plugin = load(rt, name).await;
@@ -284,7 +298,9 @@ async fn start_hostile(rt: &Runtime) -> Vec<(&'static str, JoinHandle<(Outcome, 
         let cluster = seeded(vec![object.clone()]);
         hostile.push((
             name,
-            tokio::spawn(async move { plugin.reconcile_on(cluster, request(object)).await }),
+            tokio::spawn(
+                async move { plugin.call(cluster, Call::reconcile(request(object))).await },
+            ),
         ));
     }
     hostile
@@ -293,18 +309,22 @@ async fn start_hostile(rt: &Runtime) -> Vec<(&'static str, JoinHandle<(Outcome, 
 /// Waits for the reconciles [`start_hostile`] started; each must end in its typed outcome
 /// (and on `compiler`'s code, when given).
 async fn expect_hostile(
-    hostile: Vec<(&'static str, JoinHandle<(Outcome, Compiler)>)>,
+    hostile: Vec<(&'static str, JoinHandle<CallReport>)>,
     compiler: Option<Compiler>,
     context: &str,
 ) {
     for (name, handle) in hostile {
-        let (outcome, ran_on) = handle
+        let report = handle
             .await
             .unwrap_or_else(|e| panic!("{name}'s task failed ({context}): {e}"));
         if let Some(compiler) = compiler {
-            assert_eq!(ran_on, compiler, "{name} ran on {compiler:?} code");
+            assert_eq!(
+                report.compiler(),
+                compiler,
+                "{name} ran on {compiler:?} code"
+            );
         }
-        expect_outcome(name, &outcome);
+        expect_outcome(name, &report.outcome);
     }
 }
 
@@ -364,8 +384,12 @@ async fn winch_compiled_plugins_keep_every_guarantee_and_work_alike() {
     let object = target("spin", "1");
     let outcome = load(&metered, "infinite-loop")
         .await
-        .reconcile(seeded(vec![object.clone()]), request(object))
-        .await;
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
+        .await
+        .outcome;
     assert_eq!(
         outcome,
         Outcome::Timeout(Budget::Fuel(50_000_000)),
@@ -383,8 +407,12 @@ async fn fuel_budget_stops_a_spinning_guest() {
     let plugin = load(&rt, "infinite-loop").await;
     let object = target("spin", "1");
     let outcome = plugin
-        .reconcile(seeded(vec![object.clone()]), request(object))
-        .await;
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
+        .await
+        .outcome;
     assert_eq!(
         outcome,
         Outcome::Timeout(Budget::Fuel(50_000_000)),
@@ -402,8 +430,11 @@ async fn a_call_reports_its_memory_high_water_mark_and_the_fuel_it_used() {
     let rt = Runtime::new(RuntimeConfig::default().concurrency(2).limits(limits)).expect("runtime");
     let plugin = load(&rt, "well-behaved").await;
     let object = target("measured", "1");
-    let (outcome, usage) = plugin
-        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+    let CallReport { outcome, usage, .. } = plugin
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
         .await;
     assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     // At least the guest's initial linear memory, and within its limit.
@@ -416,8 +447,11 @@ async fn a_call_reports_its_memory_high_water_mark_and_the_fuel_it_used() {
 
     let spinning = load(&rt, "infinite-loop").await;
     let object = target("spin", "1");
-    let (outcome, usage) = spinning
-        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+    let CallReport { outcome, usage, .. } = spinning
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
         .await;
     assert_eq!(
         outcome,
@@ -482,8 +516,12 @@ async fn deadline_covers_time_spent_in_host_calls() {
     let rt = Runtime::new(RuntimeConfig::default().concurrency(2).limits(limits)).expect("runtime");
     let plugin = load(&rt, "well-behaved").await;
     let outcome = plugin
-        .reconcile(Arc::new(Stuck), request(target("slow", "1")))
-        .await;
+        .call(
+            Arc::new(Stuck),
+            Call::reconcile(request(target("slow", "1"))),
+        )
+        .await
+        .outcome;
     assert_eq!(
         outcome,
         Outcome::Timeout(Budget::WallClock(Duration::from_millis(300)))
@@ -506,7 +544,10 @@ async fn policy_confinement_denies_calls_outside_the_allowed_namespaces() {
         .expect("loads");
     let object = target("a", "1");
     let cluster = seeded(vec![object.clone()]);
-    let outcome = plugin.reconcile(cluster.clone(), request(object)).await;
+    let outcome = plugin
+        .call(cluster.clone(), Call::reconcile(request(object)))
+        .await
+        .outcome;
     let Outcome::Denied(denial) = &outcome else {
         panic!("expected a denial, got {outcome}");
     };
@@ -795,7 +836,10 @@ async fn calls_beyond_the_pool_size_wait_for_a_free_slot() {
             tokio::spawn(async move {
                 let object = target(&format!("c{i}"), "1");
                 let cluster = Sluggish(seeded(vec![object.clone()]), Duration::from_millis(20));
-                plugin.reconcile(Arc::new(cluster), request(object)).await
+                plugin
+                    .call(Arc::new(cluster), Call::reconcile(request(object)))
+                    .await
+                    .outcome
             })
         })
         .collect();
@@ -834,8 +878,11 @@ async fn a_metered_runtime_runs_plugins_without_a_budget_and_stops_those_over_th
     // No budget: the store gets all the fuel there is, and no fuel is reported.
     let unlimited = load(&rt, "well-behaved").await;
     let object = target("unmetered", "1");
-    let (outcome, usage) = unlimited
-        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+    let CallReport { outcome, usage, .. } = unlimited
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
         .await;
     assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     assert_eq!(usage.fuel, None, "{usage:?}");
@@ -860,8 +907,11 @@ async fn a_metered_runtime_runs_plugins_without_a_budget_and_stops_those_over_th
     )
     .await;
     let object = target("generous", "2");
-    let (outcome, usage) = generous
-        .reconcile_measured(seeded(vec![object.clone()]), request(object))
+    let CallReport { outcome, usage, .. } = generous
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
         .await;
     assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     assert!(usage.fuel.is_some_and(|f| f > 0), "{usage:?}");
@@ -869,8 +919,12 @@ async fn a_metered_runtime_runs_plugins_without_a_budget_and_stops_those_over_th
     let tiny = unlimited.with_options(budget(1000)).expect("budget");
     let object = target("tiny", "3");
     let outcome = tiny
-        .reconcile(seeded(vec![object.clone()]), request(object))
-        .await;
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
+        .await
+        .outcome;
     assert_eq!(outcome, Outcome::Timeout(Budget::Fuel(1000)), "{outcome}");
 }
 
@@ -1088,8 +1142,11 @@ async fn a_tiered_load_serves_on_winch_code_until_cranelift_code_of_the_same_dig
         entered: Arc::clone(&entered),
     });
     let running = plugin.clone();
-    let in_flight =
-        tokio::spawn(async move { running.reconcile_on(cluster, request(object)).await });
+    let in_flight = tokio::spawn(async move {
+        running
+            .call(cluster, Call::reconcile(request(object)))
+            .await
+    });
     entered.notified().await;
     assert_eq!(
         rt.tiering().promoted,
@@ -1113,13 +1170,17 @@ async fn a_tiered_load_serves_on_winch_code_until_cranelift_code_of_the_same_dig
 
     // The call in flight finishes on the code it started with.
     open.send(true).expect("the call waits at the gate");
-    let (outcome, compiler) = in_flight.await.expect("the call's task");
+    let report = in_flight.await.expect("the call's task");
+    let (compiler, outcome) = (report.compiler(), report.outcome);
     assert!(outcome.is_success(), "{outcome}");
     assert_eq!(compiler, Compiler::Winch);
     // The next calls run on Cranelift code, and do the same work.
     let object = target("next", "2");
     let cluster = seeded(vec![object.clone()]);
-    let (outcome, compiler) = configured.reconcile_on(cluster, request(object)).await;
+    let report = configured
+        .call(cluster, Call::reconcile(request(object)))
+        .await;
+    let (compiler, outcome) = (report.compiler(), report.outcome);
     assert!(outcome.is_success(), "{outcome}");
     assert_eq!(compiler, Compiler::Cranelift);
     healthy_call(&configured, "after", "3").await;
@@ -1157,9 +1218,13 @@ async fn a_replaced_versions_late_cranelift_code_is_discarded() {
     // The new version got its own Cranelift code, and works.
     assert_eq!(new.compiler(), Compiler::Cranelift);
     let object = target("new", "1");
-    let (outcome, compiler) = new
-        .reconcile_on(seeded(vec![object.clone()]), request(object))
+    let report = new
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
         .await;
+    let (compiler, outcome) = (report.compiler(), report.outcome);
     assert!(outcome.is_success(), "{outcome}");
     assert_eq!(compiler, Compiler::Cranelift);
 }
@@ -1183,10 +1248,14 @@ async fn hostile_plugins_end_in_their_typed_outcomes_on_the_winch_code_of_a_tier
     };
     let metered = tiered_runtime(limits);
     let object = target("spin", "1");
-    let (outcome, compiler) = load(&metered, "infinite-loop")
+    let report = load(&metered, "infinite-loop")
         .await
-        .reconcile_on(seeded(vec![object.clone()]), request(object))
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object)),
+        )
         .await;
+    let (compiler, outcome) = (report.compiler(), report.outcome);
     assert_eq!(compiler, Compiler::Winch);
     assert_eq!(
         outcome,
@@ -1223,10 +1292,11 @@ async fn a_spinning_call_is_demoted_and_still_times_out_with_its_usage_while_a_h
         let spinning = load(&rt, "infinite-loop").await;
         let object = target("spin", "1");
         let cluster = seeded(vec![object.clone()]);
-        let spin =
-            tokio::spawn(
-                async move { spinning.reconcile_measured(cluster, request(object)).await },
-            );
+        let spin = tokio::spawn(async move {
+            spinning
+                .call(cluster, Call::reconcile(request(object)))
+                .await
+        });
         until_demoted_running(&rt, 1).await;
         // A healthy plugin called meanwhile completes correctly, and is not demoted.
         let mut calls = 0u32;
@@ -1235,13 +1305,16 @@ async fn a_spinning_call_is_demoted_and_still_times_out_with_its_usage_while_a_h
             healthy_call(&healthy, &format!("h{calls}"), &calls.to_string()).await;
         }
         let object = target("measured", "1");
-        let (outcome, usage) = healthy
-            .reconcile_measured(seeded(vec![object.clone()]), request(object))
+        let CallReport { outcome, usage, .. } = healthy
+            .call(
+                seeded(vec![object.clone()]),
+                Call::reconcile(request(object)),
+            )
             .await;
         assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
         assert!(!usage.demoted, "a quick call stays where it is: {usage:?}");
 
-        let (outcome, usage) = spin.await.expect("the spinning call's task");
+        let CallReport { outcome, usage, .. } = spin.await.expect("the spinning call's task");
         expect_outcome("infinite-loop", &outcome);
         assert!(usage.demoted, "{compiler:?}: {usage:?}");
         assert!(
@@ -1279,7 +1352,12 @@ async fn a_demoted_call_dropped_by_its_caller_stops_and_frees_its_slot() {
     let healthy = load(&rt, "well-behaved").await;
     let object = target("spin", "1");
     let cluster = seeded(vec![object.clone()]);
-    let spin = tokio::spawn(async move { spinning.reconcile(cluster, request(object)).await });
+    let spin = tokio::spawn(async move {
+        spinning
+            .call(cluster, Call::reconcile(request(object)))
+            .await
+            .outcome
+    });
     until_demoted_running(&rt, 1).await;
     spin.abort();
     assert!(spin.await.expect_err("aborted").is_cancelled());
@@ -1309,7 +1387,8 @@ async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
         seeded(vec![object.clone()]),
         Duration::from_millis(2),
     ));
-    let (outcome, usage) = flood.reconcile_measured(cluster, request(object)).await;
+    let CallReport { outcome, usage, .. } =
+        flood.call(cluster, Call::reconcile(request(object))).await;
     assert_eq!(
         outcome,
         Outcome::LimitExceeded(LimitKind::HostCalls(1000)),
@@ -1333,8 +1412,11 @@ async fn a_plugin_whose_last_call_computed_long_starts_on_the_lane_until_a_call_
     let object = target("spin", "1");
 
     // Demoted while it runs; it computed long, so the plugin's next call starts on the lane.
-    let (outcome, usage) = spinning
-        .reconcile_measured(seeded(vec![object.clone()]), request(object.clone()))
+    let CallReport { outcome, usage, .. } = spinning
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object.clone())),
+        )
         .await;
     assert!(
         matches!(outcome, Outcome::Timeout(Budget::WallClock(_))),
@@ -1344,8 +1426,11 @@ async fn a_plugin_whose_last_call_computed_long_starts_on_the_lane_until_a_call_
     assert!(spinning.starts_demoted(), "after a call that computed long");
 
     // Started on the lane: it keeps every limit there and still computes long.
-    let (outcome, usage) = spinning
-        .reconcile_measured(seeded(vec![object.clone()]), request(object.clone()))
+    let CallReport { outcome, usage, .. } = spinning
+        .call(
+            seeded(vec![object.clone()]),
+            Call::reconcile(request(object.clone())),
+        )
         .await;
     assert!(
         matches!(outcome, Outcome::Timeout(Budget::WallClock(_))),
@@ -1356,8 +1441,8 @@ async fn a_plugin_whose_last_call_computed_long_starts_on_the_lane_until_a_call_
 
     // Its `cleanup` returns at once: a call that ends sooner brings the plugin back to the
     // host's threads (this call itself ran on the lane, as it started demoted).
-    let (outcome, usage) = spinning
-        .cleanup_measured(seeded(vec![object.clone()]), request(object))
+    let CallReport { outcome, usage, .. } = spinning
+        .call(seeded(vec![object.clone()]), Call::cleanup(request(object)))
         .await;
     assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     assert!(usage.demoted, "started on the lane: {usage:?}");
