@@ -35,7 +35,7 @@ use wasmop_core::plugin::text::PluginText;
 /// `metered` says whether the engine consumes fuel: a store of such an engine starts with
 /// none, so a call without a budget (`fuel` is `None`) gets all there is, which no call can
 /// use up before its deadline.
-pub fn new_store(
+pub(crate) fn new_store(
     engine: &Engine,
     state: CallState,
     metered: bool,
@@ -61,7 +61,11 @@ pub fn new_store(
 }
 
 /// Runs one call of `plugin`, in the `reconcile` span.
-pub async fn call(plugin: &PluginInner, cluster: Arc<dyn Cluster>, call: Call) -> CallReport {
+pub(crate) async fn call(
+    plugin: &PluginInner,
+    cluster: Arc<dyn Cluster>,
+    call: Call,
+) -> CallReport {
     // One span per reconcile: the controller opens it (with these fields) around the whole
     // reconcile, finalizer handling included; only a caller that did not (the offline
     // harness) gets it here.
@@ -344,7 +348,7 @@ fn returned_outcome(
 
 /// The outcome of a call that ended in an error, using the flags the call recorded: they
 /// say reliably what happened, whatever wrapping the error went through.
-pub fn failure(
+pub(crate) fn failure(
     error: &wasmtime::Error,
     state: &CallState,
     printed: &Printed,

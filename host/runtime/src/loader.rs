@@ -24,7 +24,7 @@ use wasmop_core::plugin::{ComponentBytes, Digest, PluginInfo};
 use wasmop_core::policy::{Grants, PolicyError};
 
 /// The `wasmop:plugin` version this host implements.
-pub const WIT_VERSION: Version = Version {
+pub(crate) const WIT_VERSION: Version = Version {
     major: 0,
     minor: 1,
     patch: 0,
@@ -180,7 +180,7 @@ pub struct LoadStats {
 }
 
 /// Checks the framing: magic, binary version and layer, and that every top-level section fits.
-pub fn check_framing(bytes: &[u8]) -> Result<(), LoadError> {
+pub(crate) fn check_framing(bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err(LoadError::NotWasm);
     }
@@ -349,7 +349,7 @@ fn compile(
 
 /// Starts compiling `bytes` ahead of its load (see [`super::ahead`]), when they frame a whole
 /// component.
-pub fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
+pub(crate) fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
     if check_framing(component.bytes()).is_err() {
         return;
     }
@@ -362,7 +362,7 @@ pub fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
         .start(digest, move || compile(&rt, &bytes, &digest));
 }
 
-pub async fn load(
+pub(crate) async fn load(
     runtime: &Runtime,
     component: ComponentBytes,
     options: LoadOptions,
@@ -446,7 +446,7 @@ pub async fn load(
 /// The same plugin version under other options: no compilation and no `describe`, only the
 /// checks and grants that depend on the options. The host needs this because a plugin's
 /// settings are keyed by the name that only `describe` tells.
-pub fn with_options(
+pub(crate) fn with_options(
     plugin: &super::Plugin,
     options: LoadOptions,
 ) -> Result<super::Plugin, LoadError> {
