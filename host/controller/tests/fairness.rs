@@ -19,8 +19,8 @@ use wasmop_core::plugin::PluginName;
 use wasmop_core::plugin::text::is_unsafe;
 use wasmop_offline::memory::{MemoryCluster, Write as Journal};
 use wasmop_runtime::{
-    Action, LimitKind, Limits, LoadOptions, Outcome, Plugin, PluginErrorKind, Request, Runtime,
-    RuntimeConfig,
+    Action, Call, CallReport, LimitKind, Limits, LoadOptions, Outcome, Plugin, PluginErrorKind,
+    Request, Runtime, RuntimeConfig,
 };
 
 /// No demotion: a demoted call would log from the lane's threads, where the tests' captured
@@ -67,8 +67,12 @@ async fn requeue_zero_asks_for_no_delay_at_all() {
     for (name, ms) in [("spin", 0), ("spin-1ms", 1)] {
         let object = target(name);
         let outcome = plugin
-            .reconcile(seeded(vec![object.clone()]), request(object))
-            .await;
+            .call(
+                seeded(vec![object.clone()]),
+                Call::reconcile(request(object)),
+            )
+            .await
+            .outcome;
         assert_eq!(
             outcome,
             Outcome::Action(Action::RequeueAfter(Duration::from_millis(ms))),
@@ -111,8 +115,9 @@ async fn a_plugin_that_traps_every_other_call_reaches_its_failure_streak() {
         let streak = Streak::new(PluginName::new("trap-alternating").unwrap(), 3, tx);
         for call in 1..=6 {
             let outcome = plugin
-                .reconcile(cluster.clone(), request(object.clone()))
-                .await;
+                .call(cluster.clone(), Call::reconcile(request(object.clone())))
+                .await
+                .outcome;
             if call % 2 == 0 {
                 assert!(
                     matches!(outcome, Outcome::Trap { .. }),
@@ -239,9 +244,12 @@ async fn every_denied_call_is_counted_and_logged_once_per_call() {
     ];
     for (name, total, get) in variants {
         let object = target(name);
-        let ((outcome, usage), [text, json]) = logged(async {
+        let (CallReport { outcome, usage, .. }, [text, json]) = logged(async {
             plugin
-                .reconcile_measured(seeded(vec![object.clone()]), request(object.clone()))
+                .call(
+                    seeded(vec![object.clone()]),
+                    Call::reconcile(request(object.clone())),
+                )
                 .await
         })
         .await;
@@ -297,7 +305,10 @@ async fn a_plugins_event_text_is_escaped_before_it_leaves_the_host() {
     let plugin = load(&rt, "log-injection").await;
     let object = target("inject-event");
     let cluster = seeded(vec![object.clone()]);
-    let outcome = plugin.reconcile(cluster.clone(), request(object)).await;
+    let outcome = plugin
+        .call(cluster.clone(), Call::reconcile(request(object)))
+        .await
+        .outcome;
     assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
     let events: Vec<_> = cluster
         .writes()
@@ -337,8 +348,12 @@ async fn nothing_a_plugin_writes_reaches_a_log_line_unescaped_in_either_format()
         let object = target(name);
         let (outcome, logs) = logged(async {
             plugin
-                .reconcile(seeded(vec![object.clone()]), request(object.clone()))
+                .call(
+                    seeded(vec![object.clone()]),
+                    Call::reconcile(request(object.clone())),
+                )
                 .await
+                .outcome
         })
         .await;
         // The outcome itself (which also becomes Events and `/status`) is escaped.

@@ -55,7 +55,8 @@ pub use self::memory::MemoryCluster;
 pub use self::report::{GoldenError, Report, ReportOutcome};
 use wasmop_core::cluster::{ClusterError, IdentityError};
 use wasmop_runtime::{
-    AllocatorChoice, LoadError, LoadOptions, Plugin, Request, Runtime, RuntimeConfig, RuntimeError,
+    AllocatorChoice, Call, LoadError, LoadOptions, Plugin, Request, Runtime, RuntimeConfig,
+    RuntimeError,
 };
 
 /// Why an offline run could not happen (the plugin's own failures are in the [`Report`]).
@@ -289,14 +290,18 @@ impl Harness {
         let (call, outcome) = if scenario.cleanup {
             (
                 "cleanup",
-                self.plugin.cleanup(cluster.clone(), request.clone()).await,
+                self.plugin
+                    .call(cluster.clone(), Call::cleanup(request.clone()))
+                    .await
+                    .outcome,
             )
         } else {
             (
                 "reconcile",
                 self.plugin
-                    .reconcile(cluster.clone(), request.clone())
-                    .await,
+                    .call(cluster.clone(), Call::reconcile(request.clone()))
+                    .await
+                    .outcome,
             )
         };
         let report = Report {

@@ -39,7 +39,7 @@ use wasmop_core::cluster::{
 };
 use wasmop_core::plugin::PluginName;
 use wasmop_runtime::{
-    Compiler, LoadOptions, Outcome, Request, RequestObject, Runtime, RuntimeConfig,
+    Call, Compiler, LoadOptions, Outcome, Request, RequestObject, Runtime, RuntimeConfig,
 };
 
 /// A cluster that answers like an API server without doing the work: apply returns the
@@ -311,13 +311,13 @@ fn main() -> anyhow::Result<()> {
         };
         let name = plugin.info().name.clone();
 
-        let first = plugin.reconcile(cluster.clone(), text_request.clone()).await;
+        let first = plugin.call(cluster.clone(), Call::reconcile(text_request.clone())).await.outcome;
         anyhow::ensure!(
             first == Outcome::Action(wasmop_runtime::Action::Done),
             "database-config failed: {first}"
         );
         native_reconcile(cluster.as_ref(), &name, &request).await?;
-        let first = winch.reconcile(cluster.clone(), text_request.clone()).await;
+        let first = winch.call(cluster.clone(), Call::reconcile(text_request.clone())).await.outcome;
         anyhow::ensure!(
             first == Outcome::Action(wasmop_runtime::Action::Done),
             "database-config on Winch failed: {first}"
@@ -335,8 +335,8 @@ fn main() -> anyhow::Result<()> {
             for _ in 0..calls {
                 let r = text_request.clone();
                 match only.as_str() {
-                    "wasm" => anyhow::ensure!(plugin.reconcile(cluster.clone(), r).await.is_success()),
-                    "noop" => anyhow::ensure!(noop.reconcile(cluster.clone(), r).await.is_success()),
+                    "wasm" => anyhow::ensure!(plugin.call(cluster.clone(), Call::reconcile(r)).await.outcome.is_success()),
+                    "noop" => anyhow::ensure!(noop.call(cluster.clone(), Call::reconcile(r)).await.outcome.is_success()),
                     "native" => native_reconcile(cluster.as_ref(), &name, &request).await?,
                     other => anyhow::bail!(
                         "WASMOP_BENCH_ONLY is `{other}`; it takes `wasm`, `noop` or `native`"
@@ -356,12 +356,12 @@ fn main() -> anyhow::Result<()> {
         for i in 0..(warmup + calls) {
             let r = text_request.clone();
             let t = Instant::now();
-            let outcome = plugin.reconcile(cluster.clone(), r).await;
+            let outcome = plugin.call(cluster.clone(), Call::reconcile(r)).await.outcome;
             let w = t.elapsed();
             anyhow::ensure!(outcome.is_success(), "{outcome}");
             let r = text_request.clone();
             let t = Instant::now();
-            let outcome = winch.reconcile(cluster.clone(), r).await;
+            let outcome = winch.call(cluster.clone(), Call::reconcile(r)).await.outcome;
             let ww = t.elapsed();
             anyhow::ensure!(outcome.is_success(), "{outcome}");
             let t = Instant::now();
@@ -387,12 +387,12 @@ fn main() -> anyhow::Result<()> {
         for i in 0..(warmup + calls) {
             let r = text_request.clone();
             let t = Instant::now();
-            let outcome = noop.reconcile(cluster.clone(), r).await;
+            let outcome = noop.call(cluster.clone(), Call::reconcile(r)).await.outcome;
             let d = t.elapsed();
             anyhow::ensure!(outcome.is_success(), "{outcome}");
             let r = request.clone();
             let t = Instant::now();
-            let outcome = noop.reconcile(cluster.clone(), r).await;
+            let outcome = noop.call(cluster.clone(), Call::reconcile(r)).await.outcome;
             let dv = t.elapsed();
             anyhow::ensure!(outcome.is_success(), "{outcome}");
             if i >= warmup {

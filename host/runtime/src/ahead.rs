@@ -23,21 +23,25 @@ use wasmop_core::plugin::Digest;
 
 /// Compilations started ahead and not yet taken. One burst of changes brings a few new
 /// versions at most; 8 bounds the CPU and memory a flood of hints can waste.
-pub const MAX_AHEAD: usize = 8;
+pub(crate) const MAX_AHEAD: usize = 8;
 
 /// What compiling a component gives.
-pub type Compiled = Result<(Component, LoadStats), LoadError>;
+pub(crate) type Compiled = Result<(Component, LoadStats), LoadError>;
 
 /// The compilations under way or done, by digest.
 #[derive(Default)]
-pub struct Ahead {
+pub(crate) struct Ahead {
     tasks: Mutex<HashMap<Digest, JoinHandle<Compiled>>>,
 }
 
 impl Ahead {
     /// Starts `compile` on the blocking pool for `digest`, unless it is already under way or
     /// [`MAX_AHEAD`] are.
-    pub fn start(&self, digest: Digest, compile: impl FnOnce() -> Compiled + Send + 'static) {
+    pub(crate) fn start(
+        &self,
+        digest: Digest,
+        compile: impl FnOnce() -> Compiled + Send + 'static,
+    ) {
         let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         if tasks.contains_key(&digest) || tasks.len() >= MAX_AHEAD {
             return;
@@ -46,7 +50,7 @@ impl Ahead {
     }
 
     /// The compilation of `digest`, if one was started ahead; it is no longer kept here.
-    pub fn take(&self, digest: &Digest) -> Option<JoinHandle<Compiled>> {
+    pub(crate) fn take(&self, digest: &Digest) -> Option<JoinHandle<Compiled>> {
         self.tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -54,15 +58,16 @@ impl Ahead {
     }
 
     /// Forgets every compilation nobody took (hints for versions that were never loaded).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
     }
 
-    /// How many are kept.
-    pub fn len(&self) -> usize {
+    /// How many are kept (for [`Runtime::compiling_ahead`](crate::Runtime::compiling_ahead)).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn len(&self) -> usize {
         self.tasks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -30,7 +30,7 @@ use wasmop_core::plugin::Digest;
 /// Why an artefact could not be stored (loading never fails: a bad entry is a miss, see
 /// [`Unusable`]).
 #[derive(Debug, thiserror::Error)]
-pub enum CacheError {
+pub(crate) enum CacheError {
     /// The component could not be serialized.
     #[error("cannot serialize the compiled component")]
     Serialize(#[source] wasmtime::Error),
@@ -60,13 +60,13 @@ impl Hasher for Sha256Hasher {
 
 /// A directory of artefacts for one engine configuration.
 #[derive(Debug, Clone)]
-pub struct ArtefactCache {
+pub(crate) struct ArtefactCache {
     dir: PathBuf,
 }
 
 impl ArtefactCache {
     /// The cache under `root` for `engine`.
-    pub fn new(root: &Path, engine: &Engine) -> Self {
+    pub(crate) fn new(root: &Path, engine: &Engine) -> Self {
         let mut h = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut h);
         let engine_hash = h.0.finalize();
@@ -85,7 +85,7 @@ impl ArtefactCache {
 
     /// The cached artefact for `digest`, if there is a sound one. A bad entry is logged,
     /// removed and reported as a miss.
-    pub fn load(&self, engine: &Engine, digest: &Digest) -> Option<Component> {
+    pub(crate) fn load(&self, engine: &Engine, digest: &Digest) -> Option<Component> {
         let artefact = self.path(digest);
         match read_verified(engine, &artefact) {
             Ok(found) => found,
@@ -104,7 +104,7 @@ impl ArtefactCache {
     }
 
     /// Stores the artefact of `component`.
-    pub fn store(&self, digest: &Digest, component: &Component) -> Result<(), CacheError> {
+    pub(crate) fn store(&self, digest: &Digest, component: &Component) -> Result<(), CacheError> {
         let bytes = component.serialize().map_err(CacheError::Serialize)?;
         write_with_checksum(&self.dir, &self.path(digest), &bytes)
             .map_err(|(path, source)| CacheError::Write { path, source })
@@ -128,7 +128,7 @@ impl ArtefactCache {
 
 /// Why an artefact on disk is not used (the caller compiles instead: never an error).
 #[derive(Debug, thiserror::Error)]
-pub enum Unusable {
+pub(crate) enum Unusable {
     /// Only a sha256 checksum file, as older wasmop versions wrote.
     #[error("it was written by an older wasmop (a sha256 checksum file, not a CRC-32 one)")]
     OldFormat,

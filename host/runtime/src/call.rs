@@ -39,20 +39,20 @@ const QUOTED_NAME_BYTES: usize = 512;
 /// the breach in [`CallState`] rather than by downcasting, so wrapping cannot hide it.
 #[derive(Debug, thiserror::Error)]
 #[error("{0:?} exceeded")]
-pub struct LimitBreach(pub LimitKind);
+pub(crate) struct LimitBreach(pub LimitKind);
 
 /// The error the epoch callback returns when the deadline passes.
 #[derive(Debug, thiserror::Error)]
 #[error("deadline exceeded")]
-pub struct DeadlineExceeded;
+pub(crate) struct DeadlineExceeded;
 
 /// The error a host call returns when `describe` calls the host.
 #[derive(Debug, thiserror::Error)]
 #[error("`describe` must not call the host, but it called `{0}`")]
-pub struct HostCallDuringDescribe(pub &'static str);
+pub(crate) struct HostCallDuringDescribe(pub &'static str);
 
 /// Memory, table and instance limits, recording a refused memory growth.
-pub struct CallLimiter {
+pub(crate) struct CallLimiter {
     memory: u64,
     /// The size the guest asked for when growth was refused.
     pub refused_growth: Option<usize>,
@@ -103,7 +103,7 @@ impl ResourceLimiter for CallLimiter {
 }
 
 /// What every call of one plugin version reads and none changes: built once at load.
-pub struct PluginShared {
+pub(crate) struct PluginShared {
     /// The plugin's name (for the field manager and log tags).
     pub plugin: PluginName,
     /// What it may do.
@@ -115,7 +115,7 @@ pub struct PluginShared {
 }
 
 /// What the host calls need: the plugin's identity, grants, settings and budgets.
-pub struct HostContext {
+pub(crate) struct HostContext {
     shared: Arc<PluginShared>,
     /// The cluster; `None` while `describe` runs.
     pub cluster: Option<Arc<dyn Cluster>>,
@@ -140,17 +140,17 @@ pub struct HostContext {
 
 impl HostContext {
     /// The plugin's name (for the field manager and log tags).
-    pub fn plugin(&self) -> &PluginName {
+    pub(crate) fn plugin(&self) -> &PluginName {
         &self.shared.plugin
     }
 
     /// The plugin's settings as JSON text.
-    pub fn config_json(&self) -> &str {
+    pub(crate) fn config_json(&self) -> &str {
         &self.shared.config_json
     }
 
     /// Charges bytes the guest passed to the host.
-    pub fn charge_bytes(&mut self, bytes: usize) -> wasmtime::Result<()> {
+    pub(crate) fn charge_bytes(&mut self, bytes: usize) -> wasmtime::Result<()> {
         self.bytes_used = self
             .bytes_used
             .saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
@@ -164,7 +164,7 @@ impl HostContext {
 
     /// Starts one `kube`/`events` call: counts it and charges the bytes the guest passed.
     /// An error traps the guest (a breached limit, or a host call from `describe`).
-    pub fn begin(
+    pub(crate) fn begin(
         &mut self,
         call: &'static str,
         bytes: usize,
@@ -185,7 +185,7 @@ impl HostContext {
 
     /// Checks a call against the grants. A denial is recorded (it decides the outcome) and
     /// returned as the `denied` error the guest sees.
-    pub fn authorize(
+    pub(crate) fn authorize(
         &mut self,
         verb: Verb,
         group: &str,
@@ -197,7 +197,7 @@ impl HostContext {
 
     /// Like [`authorize`](Self::authorize), naming the call differently in the denial (for
     /// `emit-event`, which needs `get` on the object).
-    pub fn authorize_as(
+    pub(crate) fn authorize_as(
         &mut self,
         call: &str,
         verb: Verb,
@@ -238,7 +238,7 @@ impl HostContext {
 
     /// Logs the call's denials, if any: one line naming the first and how many more there
     /// were.
-    pub fn log_denials(&self) {
+    pub(crate) fn log_denials(&self) {
         if let Some(first) = &self.denial {
             let total = self.denials.total();
             tracing::warn!(
@@ -252,7 +252,7 @@ impl HostContext {
     }
 
     /// Whether one more log line may be forwarded; counts the dropped ones.
-    pub fn take_log_line(&mut self) -> bool {
+    pub(crate) fn take_log_line(&mut self) -> bool {
         if self.log_lines_used < self.shared.limits.log_lines {
             self.log_lines_used += 1;
             true
@@ -263,13 +263,13 @@ impl HostContext {
     }
 
     /// The cap on one log line.
-    pub fn log_line_bytes(&self) -> usize {
+    pub(crate) fn log_line_bytes(&self) -> usize {
         self.shared.limits.log_line_bytes
     }
 }
 
 /// Everything a store holds during one call.
-pub struct CallState {
+pub(crate) struct CallState {
     wasi: WasiCtx,
     table: ResourceTable,
     /// Memory and table limits.
@@ -290,7 +290,7 @@ pub struct CallState {
 impl CallState {
     /// State for one call of `plugin`, with a WASI context from its pool; `cluster` is
     /// `None` for `describe`. Give the context back with [`CallState::recycle`].
-    pub fn new(
+    pub(crate) fn new(
         plugin: &PluginInner,
         cluster: Option<Arc<dyn Cluster>>,
         target: Option<ObjectRef>,
@@ -305,7 +305,7 @@ impl CallState {
 
     /// State with a new WASI context (the loader has no [`PluginInner`] and no pool yet
     /// while describing).
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         fixed_clock: Option<std::time::SystemTime>,
         shared: Arc<PluginShared>,
         cluster: Option<Arc<dyn Cluster>>,
@@ -354,7 +354,7 @@ impl CallState {
     /// demoted by it, its host calls' cluster operations are sent back to the host's runtime
     /// from now on, and true is returned: the callback must yield so that the caller can move
     /// the call.
-    pub fn count_slice(&mut self) -> bool {
+    pub(crate) fn count_slice(&mut self) -> bool {
         let Some(demotion) = self.demotion.as_mut() else {
             return false;
         };
@@ -378,7 +378,7 @@ impl CallState {
 
     /// Starts the call demoted (its plugin's last call computed long): its host calls'
     /// cluster operations go to the host's runtime from the start.
-    pub fn start_demoted(&mut self) {
+    pub(crate) fn start_demoted(&mut self) {
         let Some(demotion) = self.demotion.as_mut() else {
             return;
         };
@@ -390,7 +390,7 @@ impl CallState {
     /// Ends the call: its WASI context and (emptied) output buffers go back to `plugin`'s
     /// pool. Everything else the call held (resources, counters, the cluster handle) is
     /// dropped here.
-    pub fn recycle(self, plugin: &PluginInner) {
+    pub(crate) fn recycle(self, plugin: &PluginInner) {
         plugin.wasi.give(super::wasi::CallIo {
             wasi: self.wasi,
             output: self.output,
@@ -409,7 +409,7 @@ impl WasiView for CallState {
 
 /// The one linker: WASI (with no ambient authority, see [`super::wasi`]) and the
 /// `wasmop:plugin` imports.
-pub fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     bindings::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;

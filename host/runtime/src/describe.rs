@@ -12,10 +12,7 @@
 
 mod declared;
 
-pub use self::declared::{
-    DeclarationError, MAX_OWNS, MAX_PERMISSION_NAMESPACES, MAX_PERMISSIONS, MAX_VERBS,
-    MAX_VERSION_LEN, MAX_WATCHES,
-};
+pub use self::declared::DeclarationError;
 
 use super::bindings::PluginPre;
 use super::call::{CallState, PluginShared};
@@ -28,7 +25,7 @@ use wasmop_core::policy::Grants;
 
 /// Calls `describe` in a fresh instance of `pre` (compiled by `engine`: the main one, or the
 /// Winch engine of a tiered load) and validates what it returns.
-pub async fn describe(
+pub(crate) async fn describe(
     runtime: &Runtime,
     engine: &wasmtime::Engine,
     pre: &PluginPre<CallState>,

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tokio::runtime::Handle;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tracing::Instrument;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 
@@ -17,21 +17,13 @@ use super::engine::Ticking;
 use super::hostcalls::{json_text, to_wit_ref};
 use super::lane::Demotion;
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
+use super::request::{Call, CallReport, Entry, Request, RequestObject};
+use super::tiered::Code;
 use super::wasi::{self, Printed};
-use super::{Compiler, Limits, Request};
-use super::{PluginInner, RequestObject};
+use super::{Compiler, Limits, PluginInner};
 use wasmop_core::cluster::trim::trim_value;
 use wasmop_core::cluster::{Cluster, ObjectRef};
 use wasmop_core::plugin::text::PluginText;
-
-/// Which export to call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
-    /// `reconcile`.
-    Reconcile,
-    /// `cleanup`.
-    Cleanup,
-}
 
 /// A store for one call, with the limiter, fuel and epoch deadline installed. The epoch
 /// callback yields to tokio every tick (so a busy guest never starves other tasks on its
@@ -43,7 +35,7 @@ pub enum Entry {
 /// `metered` says whether the engine consumes fuel: a store of such an engine starts with
 /// none, so a call without a budget (`fuel` is `None`) gets all there is, which no call can
 /// use up before its deadline.
-pub fn new_store(
+pub(crate) fn new_store(
     engine: &Engine,
     state: CallState,
     metered: bool,
@@ -68,13 +60,12 @@ pub fn new_store(
     Ok(store)
 }
 
-/// Runs one call of `plugin`; also tells which compiler made the code it ran on.
-pub async fn call(
+/// Runs one call of `plugin`, in the `reconcile` span.
+pub(crate) async fn call(
     plugin: &PluginInner,
     cluster: Arc<dyn Cluster>,
-    request: Request,
-    entry: Entry,
-) -> (Outcome, Usage, Compiler) {
+    call: Call,
+) -> CallReport {
     // One span per reconcile: the controller opens it (with these fields) around the whole
     // reconcile, finalizer handling included; only a caller that did not (the offline
     // harness) gets it here.
@@ -82,16 +73,16 @@ pub async fn call(
         .metadata()
         .is_some_and(|m| m.name() == "reconcile")
     {
-        return run(plugin, cluster, request, entry).await;
+        return run(plugin, cluster, call).await;
     }
     let span = tracing::info_span!(
         "reconcile",
         plugin = %plugin.info.name,
-        "object.ref" = %request.target,
+        "object.ref" = %call.request.target,
         plugin.digest = %plugin.digest.short(),
-        entry = ?entry,
+        entry = ?call.entry,
     );
-    run(plugin, cluster, request, entry).instrument(span).await
+    run(plugin, cluster, call).instrument(span).await
 }
 
 /// What a call holds until it really ends, moved with it if it is demoted. Fields drop in
@@ -103,15 +94,65 @@ struct Held {
     _ticking: Ticking,
 }
 
-async fn run(
-    plugin: &PluginInner,
-    cluster: Arc<dyn Cluster>,
-    request: Request,
-    entry: Entry,
-) -> (Outcome, Usage, Compiler) {
-    let limits = &plugin.shared.limits;
+/// What the guest's export returned, or why it did not: the outer timeout elapsed, or the
+/// call trapped or was stopped by the host.
+type Returned = Result<
+    wasmtime::Result<Result<reconciler::Action, reconciler::Error>>,
+    tokio::time::error::Elapsed,
+>;
+
+/// A call ready to run: its store, the request in the guest's types, and where it runs.
+struct Prepared {
+    held: Held,
+    request: reconciler::Request,
+    /// Set when the runtime demotes long calls: the call's demotion signal.
+    signal: Option<Arc<Notify>>,
+    /// Whether it starts on the low-priority lane (the version's last call computed long).
+    start_demoted: bool,
+}
+
+async fn run(plugin: &PluginInner, cluster: Arc<dyn Cluster>, call: Call) -> CallReport {
     // The code current now runs this whole call, even if tiered loading replaces it meanwhile.
     let code = plugin.code.current();
+    let Call { entry, request } = call;
+    let target = request.target.clone();
+    let prepared = match prepare(plugin, &code.engine, cluster, request).await {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            let outcome = Outcome::Trap {
+                message: format!("cannot prepare the call: {e:#}"),
+                backtrace: Vec::new(),
+            };
+            return report(outcome, Usage::default(), code.compiler);
+        }
+    };
+    let started = Instant::now();
+    let (held, returned) = execute(plugin, Arc::clone(&code), entry, prepared).await;
+    let (outcome, usage) = finish(plugin, held, returned);
+    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    log_outcome(&outcome, plugin, &target, elapsed_us);
+    report(outcome, usage, code.compiler)
+}
+
+#[cfg_attr(not(feature = "test-hooks"), allow(unused_variables))]
+fn report(outcome: Outcome, usage: Usage, compiler: Compiler) -> CallReport {
+    CallReport {
+        outcome,
+        usage,
+        #[cfg(feature = "test-hooks")]
+        compiler,
+    }
+}
+
+/// Takes an instance slot (waiting for one when `concurrency` calls run), starts the epoch
+/// ticks, and builds the call's store on `engine`, with its demotion to the lane set up when
+/// the runtime demotes long calls.
+async fn prepare(
+    plugin: &PluginInner,
+    engine: &Engine,
+    cluster: Arc<dyn Cluster>,
+    request: Request,
+) -> wasmtime::Result<Prepared> {
     // Never fails: the semaphore lives as long as the runtime and is never closed.
     let Ok(slot) = Arc::clone(&plugin.runtime.slots).acquire_owned().await else {
         unreachable!("the instance-slot semaphore is never closed");
@@ -130,18 +171,9 @@ async fn run(
     if start_demoted {
         state.start_demoted();
     }
-    let metered = config.fuel_enabled();
-    let store = match new_store(&code.engine, state, metered, limits.fuel) {
-        Ok(store) => store,
-        Err(e) => {
-            let outcome = Outcome::Trap {
-                message: format!("cannot prepare the call: {e:#}"),
-                backtrace: Vec::new(),
-            };
-            return (outcome, Usage::default(), code.compiler);
-        }
-    };
-    let wit_request = reconciler::Request {
+    let limits = &plugin.shared.limits;
+    let store = new_store(engine, state, config.fuel_enabled(), limits.fuel)?;
+    let request = reconciler::Request {
         target: to_wit_ref(&request.target),
         object: match request.object {
             RequestObject::Value(mut value) => {
@@ -151,23 +183,42 @@ async fn run(
             RequestObject::Text(text) => text,
         },
     };
-    let started = Instant::now();
-    let mut held = Held {
-        store,
-        _slot: slot,
-        _ticking: ticking,
-    };
-    let deadline = limits.deadline;
-    let pre = Arc::clone(&code);
+    Ok(Prepared {
+        held: Held {
+            store,
+            _slot: slot,
+            _ticking: ticking,
+        },
+        request,
+        signal,
+        start_demoted,
+    })
+}
+
+/// Instantiates `code` and runs `entry` under the wall-clock deadline: on the caller's task
+/// until the call is demoted, then on the low-priority lane.
+async fn execute(
+    plugin: &PluginInner,
+    code: Arc<Code>,
+    entry: Entry,
+    prepared: Prepared,
+) -> (Held, Returned) {
+    let Prepared {
+        mut held,
+        request,
+        signal,
+        start_demoted,
+    } = prepared;
+    let deadline = plugin.shared.limits.deadline;
     // Owns all it uses, so that it can move to the low-priority lane whole.
     let call = async move {
         let store = &mut held.store;
         let call = async {
-            let instance = pre.pre.instantiate_async(&mut *store).await?;
+            let instance = code.pre.instantiate_async(&mut *store).await?;
             let exports = instance.wasmop_plugin_reconciler();
             match entry {
-                Entry::Reconcile => exports.call_reconcile(&mut *store, &wit_request).await,
-                Entry::Cleanup => exports.call_cleanup(&mut *store, &wit_request).await,
+                Entry::Reconcile => exports.call_reconcile(&mut *store, &request).await,
+                Entry::Cleanup => exports.call_cleanup(&mut *store, &request).await,
             }
         };
         // The epoch deadline stops a guest that computes; this also stops one waiting in a
@@ -175,11 +226,17 @@ async fn run(
         let result = tokio::time::timeout(deadline, call).await;
         (held, result)
     };
-    let (held, result) = match signal {
+    match signal {
         None => call.await,
         Some(_) if start_demoted => plugin.runtime.lane.on_lane(call).await.0,
         Some(signal) => plugin.runtime.lane.run(call, &signal).await.0,
-    };
+    }
+}
+
+/// Reads what the finished call used and recorded, forwards what it printed, and turns what
+/// it returned into its [`Outcome`]; then releases the instance and its slot.
+fn finish(plugin: &PluginInner, held: Held, returned: Returned) -> (Outcome, Usage) {
+    let limits = &plugin.shared.limits;
     let Held {
         store,
         _slot,
@@ -207,7 +264,7 @@ async fn run(
         state.host.plugin().as_str(),
         limits.log_line_bytes,
     );
-    let outcome = match result {
+    let outcome = match returned {
         Err(_elapsed) => Outcome::Timeout(Budget::WallClock(limits.deadline)),
         Ok(Err(error)) => failure(&error, state, &printed, limits),
         Ok(Ok(returned)) => match &state.host.denial {
@@ -221,12 +278,10 @@ async fn run(
             "plugin log lines over the cap were dropped"
         );
     }
-    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    log_outcome(&outcome, plugin, &request.target, elapsed_us);
     // Dropping the instance (then the slot permit, then the epoch hold) returns its slot to
     // the pool; the WASI context goes back to the plugin for its next call.
     store.into_data().recycle(plugin);
-    (outcome, usage, code.compiler)
+    (outcome, usage)
 }
 
 /// Logs how a call ended. The span carries the plugin and object too, but it is at INFO and
@@ -293,7 +348,7 @@ fn returned_outcome(
 
 /// The outcome of a call that ended in an error, using the flags the call recorded: they
 /// say reliably what happened, whatever wrapping the error went through.
-pub fn failure(
+pub(crate) fn failure(
     error: &wasmtime::Error,
     state: &CallState,
     printed: &Printed,

@@ -19,14 +19,14 @@ use super::{AllocatorChoice, Compiler, RuntimeConfig};
 /// Core instances one component may create. A Rust component built by `wit-component` has a
 /// handful (the main module plus adapter and shim modules); 16 leaves room for composed
 /// components while bounding the bookkeeping a hostile component can make the host do.
-pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+pub(crate) const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 /// Linear memories per component: one for the guest, and room for an adapter's.
-pub const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
+pub(crate) const MAX_MEMORIES_PER_COMPONENT: u32 = 4;
 /// Tables per component: the guest's indirect-call table plus shim tables.
-pub const MAX_TABLES_PER_COMPONENT: u32 = 16;
+pub(crate) const MAX_TABLES_PER_COMPONENT: u32 = 16;
 /// Elements per table. Rust guests with large dependency trees have tables of a few thousand
 /// entries; 100 000 is far above that and still only ~800 KB per table slot.
-pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// Bytes of linear memory the pooling allocator keeps resident (and resets in place) between
 /// instances. With `pagemap_scan` (Linux 6.7+) one `ioctl` finds the pages the guest dirtied
 /// and only those are reset, up to this many bytes; without it, this many bytes from the start
@@ -79,7 +79,7 @@ pub struct EngineError {
 
 impl EngineError {
     /// The Winch engine's linker could not be populated (a host bug).
-    pub fn linker(source: wasmtime::Error) -> Self {
+    pub(crate) fn linker(source: wasmtime::Error) -> Self {
         Self {
             mode: "linking the host's imports for Winch",
             source,
@@ -143,7 +143,7 @@ fn on_demand(config: &RuntimeConfig) -> Config {
 
 /// An engine that only compiles, for `target`, with every setting that shapes the code of a
 /// host configured like `config` whose allocator is `mode` (it never allocates instances).
-pub fn for_target(
+pub(crate) fn for_target(
     config: &RuntimeConfig,
     mode: super::precompiled::ArtefactMode,
     target: Option<&str>,
@@ -164,7 +164,7 @@ pub fn for_target(
 /// The Winch engine of tiered loading: the settings of the main engine (epoch interruption,
 /// fuel, limits, backtraces) with Winch as the compiler and the on-demand allocator, so that it
 /// reserves no pool beside the main engine's; its code runs only until Cranelift's replaces it.
-pub fn build_baseline(config: &RuntimeConfig) -> Result<Engine, EngineError> {
+pub(crate) fn build_baseline(config: &RuntimeConfig) -> Result<Engine, EngineError> {
     let winch = RuntimeConfig {
         compiler: Compiler::Winch,
         ..config.clone()
@@ -177,7 +177,7 @@ pub fn build_baseline(config: &RuntimeConfig) -> Result<Engine, EngineError> {
 
 /// Builds the engine as `config.allocator` asks, probing the pooling allocator first in
 /// `Auto` mode: reserving the pool's address space is what fails on small machines.
-pub fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineError> {
+pub(crate) fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineError> {
     let try_on_demand = |reason: String| {
         Engine::new(&on_demand(config))
             .map(|e| (e, AllocatorMode::OnDemand { reason }))
@@ -218,7 +218,7 @@ pub fn build(config: &RuntimeConfig) -> Result<(Engine, AllocatorMode), EngineEr
 /// an atomic, so it needs no async runtime) while any call is running, and sleeps without
 /// waking while none is: an idle host does not wake up a thousand times a second. Stops when
 /// dropped.
-pub struct EpochTicker {
+pub(crate) struct EpochTicker {
     shared: Arc<TickerShared>,
 }
 
@@ -233,7 +233,7 @@ struct TickerShared {
 impl EpochTicker {
     /// Starts the ticker thread; it ticks only while some call holds a [`Ticking`]. It ticks
     /// `engine`, and the Winch engine once `baseline` holds one.
-    pub fn start(
+    pub(crate) fn start(
         engine: Engine,
         baseline: Arc<OnceLock<Option<Baseline>>>,
         tick: Duration,
@@ -276,7 +276,7 @@ impl EpochTicker {
 
     /// Keeps the epoch advancing until the returned guard is dropped: hold one for as long as
     /// guest code of a call may run, or its deadline and its yields would never come.
-    pub fn ticking(&self) -> Ticking {
+    pub(crate) fn ticking(&self) -> Ticking {
         let mut running = self
             .shared
             .running
@@ -293,7 +293,7 @@ impl EpochTicker {
 }
 
 /// A running call's hold on the epoch ticker (see [`EpochTicker::ticking`]).
-pub struct Ticking {
+pub(crate) struct Ticking {
     shared: Arc<TickerShared>,
 }
 

@@ -14,10 +14,10 @@ use wasmop_core::cluster::{ClusterError, GroupVersionKind, ObjectRef, names};
 impl wit::types::Host for CallState {}
 impl wit::plugin_info::Host for CallState {}
 
-pub use wasmop_core::cluster::json_text;
+pub(crate) use wasmop_core::cluster::json_text;
 
 /// A host object reference as the WIT record.
-pub fn to_wit_ref(r: &ObjectRef) -> wit::types::ObjectRef {
+pub(crate) fn to_wit_ref(r: &ObjectRef) -> wit::types::ObjectRef {
     wit::types::ObjectRef {
         kind: wit::types::Gvk {
             group: r.kind.group.clone(),

@@ -19,7 +19,7 @@
 //! at its next epoch yield (within a tick) and its instance slot is freed when the task's
 //! future is dropped there, not before.
 
-pub mod host_io;
+pub(crate) mod host_io;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -33,10 +33,10 @@ use tokio::task::JoinHandle;
 /// The nice value of the lane's threads: the lowest priority Linux gives a normal thread.
 /// Under CFS a nice-19 thread gets about 1.5 % of the CPU against one nice-0 thread that
 /// wants it all, and all of it when nobody else does.
-pub const LANE_NICE: i32 = 19;
+pub(crate) const LANE_NICE: i32 = 19;
 
 /// The lane: its runtime, built on first use.
-pub struct Lane {
+pub(crate) struct Lane {
     runtime: OnceLock<Option<tokio::runtime::Runtime>>,
     /// Demoted calls whose task is alive on the lane now.
     running: Arc<AtomicUsize>,
@@ -50,7 +50,7 @@ impl Default for Lane {
 
 impl Lane {
     /// A lane with no runtime yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             runtime: OnceLock::new(),
             running: Arc::new(AtomicUsize::new(0)),
@@ -81,8 +81,9 @@ impl Lane {
             .map(tokio::runtime::Runtime::handle)
     }
 
-    /// Demoted calls whose task is alive on the lane now (for tests and diagnostics).
-    pub fn running(&self) -> usize {
+    /// Demoted calls whose task is alive on the lane now (for tests).
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(crate) fn running(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }
 
@@ -92,7 +93,7 @@ impl Lane {
     /// # Cancellation
     /// Dropping the returned future drops `call` where it is: here, or (by aborting its task)
     /// on the lane.
-    pub async fn run<F>(&self, call: F, demotion: &Notify) -> (F::Output, bool)
+    pub(crate) async fn run<F>(&self, call: F, demotion: &Notify) -> (F::Output, bool)
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -112,7 +113,7 @@ impl Lane {
     ///
     /// # Cancellation
     /// Dropping the returned future aborts the call's task on the lane.
-    pub async fn on_lane<F>(&self, call: F) -> (F::Output, bool)
+    pub(crate) async fn on_lane<F>(&self, call: F) -> (F::Output, bool)
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -144,7 +145,7 @@ impl Drop for Lane {
 }
 
 /// One call's demotion state, kept in its store and updated by the epoch callback.
-pub struct Demotion {
+pub(crate) struct Demotion {
     /// Epoch callbacks (slices of guest code, each at most a tick) after which the call is
     /// demoted.
     after: u32,
@@ -159,7 +160,7 @@ pub struct Demotion {
 impl Demotion {
     /// A call demoted after `after` of guest code (counted in ticks of `tick`, at least one),
     /// whose host calls go back to `host`.
-    pub fn new(after: Duration, tick: Duration, host: Handle) -> Self {
+    pub(crate) fn new(after: Duration, tick: Duration, host: Handle) -> Self {
         let ticks = after.as_nanos().div_ceil(tick.as_nanos().max(1)).max(1);
         Self {
             after: u32::try_from(ticks).unwrap_or(u32::MAX),
@@ -171,13 +172,13 @@ impl Demotion {
     }
 
     /// The signal, for the caller that polls the call ([`Lane::run`]).
-    pub fn signal(&self) -> Arc<Notify> {
+    pub(crate) fn signal(&self) -> Arc<Notify> {
         Arc::clone(&self.signal)
     }
 
     /// Counts one epoch callback; true exactly once, when the call has just been demoted (the
     /// caller is signalled; the callback must then yield so that it can move the call).
-    pub fn tick(&mut self) -> bool {
+    pub(crate) fn tick(&mut self) -> bool {
         if self.demoted {
             // Still counted: a call that started demoted tells whether it computed long.
             self.seen = self.seen.saturating_add(1);
@@ -194,12 +195,12 @@ impl Demotion {
 
     /// Marks the call demoted before it starts (no signal: the caller runs it on the lane
     /// from the start, [`Lane::on_lane`]).
-    pub fn mark_demoted(&mut self) {
+    pub(crate) fn mark_demoted(&mut self) {
         self.demoted = true;
     }
 
     /// Whether the call's guest code computed for the whole demotion threshold.
-    pub fn ran_long(&self) -> bool {
+    pub(crate) fn ran_long(&self) -> bool {
         self.seen >= self.after
     }
 }
@@ -222,11 +223,11 @@ impl Drop for Alive {
 
 /// A spawned task that is aborted when its handle is dropped: nothing a caller gave up on
 /// keeps running.
-pub struct Abort<T>(JoinHandle<T>);
+pub(crate) struct Abort<T>(JoinHandle<T>);
 
 impl<T> Abort<T> {
     /// Spawns `future` on `runtime`, to be aborted if the returned value is dropped first.
-    pub fn spawn<F>(runtime: &Handle, future: F) -> Self
+    pub(crate) fn spawn<F>(runtime: &Handle, future: F) -> Self
     where
         F: Future<Output = T> + Send + 'static,
         T: Send + 'static,
@@ -236,7 +237,7 @@ impl<T> Abort<T> {
 
     /// Waits for the task's output; `None` if its runtime shut down before it ended. A panic
     /// in the task resumes here, as if the future had been polled in place.
-    pub async fn join(mut self) -> Option<T> {
+    pub(crate) async fn join(mut self) -> Option<T> {
         match (&mut self.0).await {
             Ok(out) => Some(out),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

@@ -37,10 +37,10 @@ pub enum ArtefactMode {
 impl ArtefactMode {
     /// Both modes: `wasmop compile` writes an artefact for each, since which one a host gets
     /// depends on its machine (the allocator probe).
-    pub const ALL: [ArtefactMode; 2] = [ArtefactMode::Pooling, ArtefactMode::OnDemand];
+    pub(crate) const ALL: [ArtefactMode; 2] = [ArtefactMode::Pooling, ArtefactMode::OnDemand];
 
     /// The mode of an engine built with `mode`.
-    pub fn of(mode: &AllocatorMode) -> Self {
+    pub(crate) fn of(mode: &AllocatorMode) -> Self {
         match mode {
             AllocatorMode::Pooling { .. } => ArtefactMode::Pooling,
             AllocatorMode::OnDemand { .. } => ArtefactMode::OnDemand,
@@ -147,7 +147,12 @@ pub fn compile(
 
 /// The precompiled artefact of `digest` in `dir` for `engine` (built in `mode`), if there is
 /// one that fits.
-pub fn load(dir: &Path, engine: &Engine, digest: &Digest, mode: ArtefactMode) -> Option<Component> {
+pub(crate) fn load(
+    dir: &Path,
+    engine: &Engine,
+    digest: &Digest,
+    mode: ArtefactMode,
+) -> Option<Component> {
     let artefact = path(dir, digest, mode);
     match super::cache::read_verified(engine, &artefact) {
         Ok(found) => found,

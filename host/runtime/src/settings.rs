@@ -114,7 +114,7 @@ pub struct RuntimeConfig {
     /// aarch64.
     pub tiered: bool,
     /// After how much computing a call is demoted: moved off the host's tokio workers to the
-    /// low-priority lane, whose threads run at nice 19 (see [`Runtime::demoted_running`]).
+    /// low-priority lane, whose threads run at nice 19 (see the `lane` module).
     /// Counted in slices of guest code of one epoch tick each, so time spent waiting (for a
     /// host call, for a worker) does not count. Off by default (a tool that runs one call
     /// has nothing to protect); `wasmop run` takes it from the host config (50 ms).

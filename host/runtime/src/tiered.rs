@@ -35,10 +35,10 @@ use super::{Compiler, Runtime, RuntimeConfig};
 use wasmop_core::plugin::{Digest, PluginName};
 
 /// Whether Winch can compile for the machine the host runs on.
-pub const WINCH_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+pub(crate) const WINCH_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 /// The code one call runs: an `InstancePre` and the engine it belongs to.
-pub struct Code {
+pub(crate) struct Code {
     /// The engine the code was compiled by (a store must come from it).
     pub engine: Engine,
     /// The pre-linked component.
@@ -49,20 +49,20 @@ pub struct Code {
 
 /// The current code of one loaded version, shared by every [`super::Plugin`] made of that
 /// load (`with_options` copies share it). Read once per call; written once, at the tier-up.
-pub struct CodeCell {
+pub(crate) struct CodeCell {
     current: RwLock<Arc<Code>>,
 }
 
 impl CodeCell {
     /// A cell holding `code`.
-    pub fn new(code: Code) -> Arc<Self> {
+    pub(crate) fn new(code: Code) -> Arc<Self> {
         Arc::new(Self {
             current: RwLock::new(Arc::new(code)),
         })
     }
 
     /// The code the next call runs. The lock is held only to clone the pointer.
-    pub fn current(&self) -> Arc<Code> {
+    pub(crate) fn current(&self) -> Arc<Code> {
         Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
     }
 
@@ -72,7 +72,7 @@ impl CodeCell {
 }
 
 /// The Winch engine and its linker.
-pub struct Baseline {
+pub(crate) struct Baseline {
     /// The engine (Winch, on-demand allocation, otherwise the main engine's settings).
     pub engine: Engine,
     /// The host's imports, linked for that engine.
@@ -94,7 +94,7 @@ pub struct TieringStats {
 }
 
 /// The tiering state of a runtime.
-pub struct Tiering {
+pub(crate) struct Tiering {
     /// Whether loads are tiered (asked for, and Winch supports this machine).
     enabled: bool,
     /// The Winch engine, once a tiered load needed it; `None` inside if it could not be
@@ -111,7 +111,7 @@ pub struct Tiering {
 impl Tiering {
     /// The tiering state for `config`; logs when tiering is asked for on a machine Winch does
     /// not support.
-    pub fn new(config: &RuntimeConfig) -> Self {
+    pub(crate) fn new(config: &RuntimeConfig) -> Self {
         if config.tiered && !WINCH_SUPPORTED {
             tracing::info!(
                 arch = std::env::consts::ARCH,
@@ -130,13 +130,13 @@ impl Tiering {
     }
 
     /// The Winch engine for the epoch ticker, set once a tiered load has built it.
-    pub fn ticked_engine(&self) -> Arc<OnceLock<Option<Baseline>>> {
+    pub(crate) fn ticked_engine(&self) -> Arc<OnceLock<Option<Baseline>>> {
         Arc::clone(&self.baseline)
     }
 
     /// The Winch engine, built on first use; `None` when loads are not tiered (or it could
     /// not be built).
-    pub fn baseline(&self, config: &RuntimeConfig) -> Option<&Baseline> {
+    pub(crate) fn baseline(&self, config: &RuntimeConfig) -> Option<&Baseline> {
         if !self.enabled {
             return None;
         }
@@ -162,7 +162,7 @@ impl Tiering {
     }
 
     /// The counters.
-    pub fn stats(&self) -> TieringStats {
+    pub(crate) fn stats(&self) -> TieringStats {
         TieringStats {
             pending: *self.pending.borrow(),
             promoted: self.promoted.load(Ordering::Relaxed),
@@ -171,8 +171,9 @@ impl Tiering {
         }
     }
 
-    /// Waits until no background compilation is under way.
-    pub async fn settled(&self) {
+    /// Waits until no background compilation is under way (for tests).
+    #[cfg(feature = "test-hooks")]
+    pub(crate) async fn settled(&self) {
         let mut pending = self.pending.subscribe();
         // The sender lives as long as `self`, so this cannot fail.
         let _ = pending.wait_for(|n| *n == 0).await;
@@ -198,7 +199,7 @@ impl Drop for Pending {
 /// Starts the background Cranelift compilation of a version loaded on Winch code (its
 /// `cell`), which replaces that code when done. `winch_time` is what the Winch compilation
 /// took, for the log line.
-pub fn promote_later(
+pub(crate) fn promote_later(
     runtime: &Runtime,
     bytes: Arc<Vec<u8>>,
     digest: Digest,

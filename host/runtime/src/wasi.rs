@@ -26,7 +26,7 @@ use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder};
 use wasmop_core::plugin::text::Escaped;
 /// `text` cut to at most `cap` bytes at a character boundary (it lives beside the escaping
 /// that follows every cut of a plugin's text).
-pub use wasmop_core::plugin::text::cut;
+pub(crate) use wasmop_core::plugin::text::cut;
 
 /// A wall clock stopped at one instant.
 struct FixedClock(Duration);
@@ -58,7 +58,7 @@ fn context(output: &Captured, fixed_clock: Option<SystemTime>) -> WasiCtx {
 }
 
 /// A WASI context and the buffers its stdout and stderr write into.
-pub struct CallIo {
+pub(crate) struct CallIo {
     /// The context.
     pub wasi: WasiCtx,
     /// Its stdout and stderr.
@@ -67,7 +67,7 @@ pub struct CallIo {
 
 impl CallIo {
     /// A new context whose streams keep `output_cap` bytes each.
-    pub fn new(output_cap: usize, fixed_clock: Option<SystemTime>) -> Self {
+    pub(crate) fn new(output_cap: usize, fixed_clock: Option<SystemTime>) -> Self {
         let output = Captured::new(output_cap);
         let wasi = context(&output, fixed_clock);
         Self { wasi, output }
@@ -75,7 +75,7 @@ impl CallIo {
 }
 
 /// Finished [`CallIo`]s of one plugin version, for reuse by its later calls.
-pub struct WasiPool {
+pub(crate) struct WasiPool {
     output_cap: usize,
     fixed_clock: Option<SystemTime>,
     /// At most the runtime's concurrency: no more calls than that hold one at once.
@@ -86,7 +86,7 @@ pub struct WasiPool {
 
 impl WasiPool {
     /// An empty pool of contexts with `output_cap`-byte streams, keeping at most `max`.
-    pub fn new(output_cap: usize, fixed_clock: Option<SystemTime>, max: usize) -> Self {
+    pub(crate) fn new(output_cap: usize, fixed_clock: Option<SystemTime>, max: usize) -> Self {
         Self {
             output_cap,
             fixed_clock,
@@ -96,7 +96,7 @@ impl WasiPool {
     }
 
     /// A context for one call: a kept one, or a new one when none is free.
-    pub fn take(&self) -> CallIo {
+    pub(crate) fn take(&self) -> CallIo {
         let kept = self
             .free
             .lock()
@@ -107,7 +107,7 @@ impl WasiPool {
 
     /// Returns a context after its call. Its output must have been taken; what is left is
     /// dropped, so no call ever sees another's output.
-    pub fn give(&self, io: CallIo) {
+    pub(crate) fn give(&self, io: CallIo) {
         let _ = io.output.take();
         let mut free = self
             .free
@@ -127,7 +127,7 @@ struct Buffer {
 
 /// One capped output stream. Clones share the buffer.
 #[derive(Clone)]
-pub struct CappedPipe {
+pub(crate) struct CappedPipe {
     cap: usize,
     // A std mutex: held only to copy bytes, never across an await.
     buffer: Arc<Mutex<Buffer>>,
@@ -221,14 +221,14 @@ impl tokio::io::AsyncWrite for CappedPipe {
 }
 
 /// A call's stdout and stderr.
-pub struct Captured {
+pub(crate) struct Captured {
     stdout: CappedPipe,
     stderr: CappedPipe,
 }
 
 /// What a call printed.
 #[derive(Debug, Default)]
-pub struct Printed {
+pub(crate) struct Printed {
     /// stdout, lossily decoded.
     pub stdout: String,
     /// stderr, lossily decoded.
@@ -239,7 +239,7 @@ pub struct Printed {
 
 impl Printed {
     /// The last non-empty stderr line (where a Rust panic message ends up), if any.
-    pub fn last_stderr_line(&self) -> Option<&str> {
+    pub(crate) fn last_stderr_line(&self) -> Option<&str> {
         self.stderr
             .lines()
             .map(str::trim)
@@ -249,7 +249,7 @@ impl Printed {
 
 impl Captured {
     /// Two empty streams of `cap` bytes each.
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Self {
             stdout: CappedPipe::new(cap),
             stderr: CappedPipe::new(cap),
@@ -257,7 +257,7 @@ impl Captured {
     }
 
     /// Takes what was printed so far.
-    pub fn take(&self) -> Printed {
+    pub(crate) fn take(&self) -> Printed {
         let (out, d1) = self.stdout.take();
         let (err, d2) = self.stderr.take();
         Printed {
@@ -270,7 +270,7 @@ impl Captured {
 
 /// Forwards what a call printed to tracing, one event per line, cut at `line_cap` bytes and
 /// escaped (a carriage return or escape sequence inside a line stays on it, visibly).
-pub fn forward(printed: &Printed, plugin: &str, line_cap: usize) {
+pub(crate) fn forward(printed: &Printed, plugin: &str, line_cap: usize) {
     for line in printed.stdout.lines().filter(|l| !l.is_empty()) {
         tracing::info!(
             plugin,

@@ -14,7 +14,9 @@ use super::finalizer::{self, FinalizerError};
 use crate::events::Record;
 use crate::watches::{CachedObject, CachedObjectError};
 use wasmop_core::cluster::{EventType, ObjectRef};
-use wasmop_runtime::{self as runtime, Outcome, Plugin, PluginErrorKind, Request, RequestObject};
+use wasmop_runtime::{
+    self as runtime, Call, CallReport, Outcome, Plugin, PluginErrorKind, Request, RequestObject,
+};
 
 /// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
 #[derive(Debug, thiserror::Error)]
@@ -113,12 +115,14 @@ async fn run(
         source: Box::new(source),
     };
 
-    let ((outcome, usage), cleanup) = match (&info.finalizer, deleting) {
+    let (CallReport { outcome, usage, .. }, cleanup) = match (&info.finalizer, deleting) {
         (Some(f), true) if has_finalizer(f) => {
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj);
             (
-                plugin.cleanup_measured(ctx.cluster.clone(), request).await,
+                plugin
+                    .call(ctx.cluster.clone(), Call::cleanup(request))
+                    .await,
                 true,
             )
         }
@@ -141,7 +145,7 @@ async fn run(
             let request = request(&target, &current);
             (
                 plugin
-                    .reconcile_measured(ctx.cluster.clone(), request)
+                    .call(ctx.cluster.clone(), Call::reconcile(request))
                     .await,
                 false,
             )
@@ -150,7 +154,7 @@ async fn run(
             let request = request(&target, &obj);
             (
                 plugin
-                    .reconcile_measured(ctx.cluster.clone(), request)
+                    .call(ctx.cluster.clone(), Call::reconcile(request))
                     .await,
                 false,
             )

@@ -23,21 +23,21 @@ use super::super::bindings::wasmop::plugin as wit;
 /// The longest version string: 64 characters hold any semantic version with a pre-release
 /// and build metadata (`1.2.3-rc.1+20260101.abcdef0`) several times over, and keep the
 /// `version` label of `wasmop_plugin_info` and the `wasmop status` column short.
-pub const MAX_VERSION_LEN: usize = 64;
+pub(super) const MAX_VERSION_LEN: usize = 64;
 /// Owned kinds: each is a watch and a cache the host keeps and, for every change, an owner
 /// lookup. Real operators own a handful (a Deployment, a Service, a ConfigMap); 200,000
 /// duplicates once took 47 s and 420 MB to load.
-pub const MAX_OWNS: usize = 32;
+pub(super) const MAX_OWNS: usize = 32;
 /// Watched kinds, for the same reason as [`MAX_OWNS`].
-pub const MAX_WATCHES: usize = 32;
+pub(super) const MAX_WATCHES: usize = 32;
 /// Permissions: a few per kind a plugin touches beyond its own; each is checked on every host
 /// call.
-pub const MAX_PERMISSIONS: usize = 64;
+pub(super) const MAX_PERMISSIONS: usize = 64;
 /// Namespaces listed in one permission: more is a cluster-wide grant spelled out, which the
 /// operator's `namespaces` setting expresses better.
-pub const MAX_PERMISSION_NAMESPACES: usize = 64;
+pub(super) const MAX_PERMISSION_NAMESPACES: usize = 64;
 /// Verbs listed in one permission: there are seven, so 64 leaves room for repetition only.
-pub const MAX_VERBS: usize = 64;
+pub(super) const MAX_VERBS: usize = 64;
 
 /// What a plugin's declaration gets wrong.
 #[derive(Debug, thiserror::Error)]
@@ -230,7 +230,7 @@ fn permission(
 }
 
 /// Validates what `describe` returned (see the module documentation for the rules).
-pub fn convert_info(info: wit::plugin_info::Info) -> Result<PluginInfo, DeclarationError> {
+pub(super) fn convert_info(info: wit::plugin_info::Info) -> Result<PluginInfo, DeclarationError> {
     // Lengths and list sizes first: nothing below walks a list longer than its cap.
     names::check_namespace("name", &info.name)?;
     check_version(&info.version)?;

@@ -17,14 +17,14 @@ use wasmop_core::cluster::{
 use wasmop_core::plugin::PluginName;
 
 /// A [`Cluster`] whose operations run on the host's runtime.
-pub struct OnHost {
+pub(crate) struct OnHost {
     inner: Arc<dyn Cluster>,
     host: Handle,
 }
 
 impl OnHost {
     /// `inner`, its operations run on `host`.
-    pub fn wrap(inner: Arc<dyn Cluster>, host: Handle) -> Arc<dyn Cluster> {
+    pub(crate) fn wrap(inner: Arc<dyn Cluster>, host: Handle) -> Arc<dyn Cluster> {
         Arc::new(Self { inner, host })
     }
 

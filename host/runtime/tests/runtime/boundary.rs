@@ -14,7 +14,7 @@ use wasmop_core::cluster::{
 use wasmop_core::plugin::{Permission, PluginName, Verb};
 use wasmop_core::policy::Policy;
 use wasmop_offline::memory::MemoryCluster;
-use wasmop_runtime::{Action, LoadOptions, Outcome, Plugin, Request, Runtime, RuntimeConfig};
+use wasmop_runtime::{Action, Call, LoadOptions, Outcome, Plugin, Request, Runtime, RuntimeConfig};
 
 /// Every call that reached the cluster, as `verb kind namespace/name`, then the in-memory
 /// cluster's answer.
@@ -137,7 +137,10 @@ async fn attack(guest: &str, policy: Policy) -> (Outcome, Vec<String>, Value, Ar
     });
     let cluster = Recorder::seeded(vec![target("t"), victim]);
     let request = Request::for_object(target("t")).expect("request");
-    let outcome = plugin.reconcile(cluster.clone(), request).await;
+    let outcome = plugin
+        .call(cluster.clone(), Call::reconcile(request))
+        .await
+        .outcome;
     let status = cluster
         .inner
         .objects()

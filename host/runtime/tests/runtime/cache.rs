@@ -1,0 +1,190 @@
+//! The artefact cache (hits, misses, corrupt entries rebuilt), artefacts of a metered engine
+//! fitting only a metered host, and compilations started ahead taken by the load.
+
+use std::time::Duration;
+
+use wasmop_runtime::{LoadOptions, Runtime, RuntimeConfig};
+
+use crate::support::{bytes_of, healthy_call, load, runtime, test_limits};
+
+#[tokio::test]
+async fn artefact_cache_hits_misses_and_rebuilds_corrupt_entries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cached_runtime = || {
+        Runtime::new(
+            RuntimeConfig::default()
+                .concurrency(2)
+                .limits(test_limits())
+                .cache_dir(dir.path()),
+        )
+        .expect("runtime")
+    };
+    let first = load(&cached_runtime(), "well-behaved").await;
+    assert!(!first.load_stats().from_cache, "first load compiles");
+    let second = load(&cached_runtime(), "well-behaved").await;
+    assert!(second.load_stats().from_cache, "second load hits the cache");
+    healthy_call(&second, "cached", "7").await;
+
+    // Corrupt every artefact: flip bytes in the middle.
+    let mut corrupted = 0;
+    for engine_dir in std::fs::read_dir(dir.path()).expect("cache dir") {
+        for entry in std::fs::read_dir(engine_dir.expect("entry").path()).expect("engine dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "cwasm") {
+                let mut bytes = std::fs::read(&path).expect("artefact");
+                let mid = bytes.len() / 2;
+                for b in &mut bytes[mid..mid + 64] {
+                    *b ^= 0xff;
+                }
+                std::fs::write(&path, bytes).expect("write");
+                corrupted += 1;
+            }
+        }
+    }
+    assert_eq!(corrupted, 1);
+    let third = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        !third.load_stats().from_cache,
+        "a corrupt entry is ignored and rebuilt"
+    );
+    healthy_call(&third, "rebuilt", "8").await;
+    let fourth = load(&cached_runtime(), "well-behaved").await;
+    assert!(fourth.load_stats().from_cache, "the rebuilt entry is used");
+
+    // Replace it with its first half (as a crash during a copy leaves it; never truncated in
+    // place, which the plugins loaded above still map), then replace its checksum file with
+    // an older wasmop's sha256 one: each is a miss that rebuilds the entry, never an error.
+    let artefact = only_artefact(dir.path());
+    let bytes = std::fs::read(&artefact).expect("artefact");
+    let half = dir.path().join("half");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).expect("write");
+    std::fs::rename(&half, &artefact).expect("replace");
+    let fifth = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        !fifth.load_stats().from_cache,
+        "a truncated entry is ignored and rebuilt"
+    );
+    healthy_call(&fifth, "after-truncation", "9").await;
+    let mut checksum = artefact.clone().into_os_string();
+    checksum.push(".crc32");
+    std::fs::remove_file(&checksum).expect("checksum file");
+    let mut old = artefact.clone().into_os_string();
+    old.push(".sha256");
+    std::fs::write(&old, "ab".repeat(32)).expect("old checksum file");
+    let sixth = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        !sixth.load_stats().from_cache,
+        "an entry of an older format is rebuilt"
+    );
+    assert!(
+        !std::path::Path::new(&old).exists(),
+        "the old checksum file is gone"
+    );
+    let seventh = load(&cached_runtime(), "well-behaved").await;
+    assert!(
+        seventh.load_stats().from_cache,
+        "the rewritten entry is used"
+    );
+}
+
+/// The one `*.cwasm` file under the artefact cache `dir`.
+fn only_artefact(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut found = Vec::new();
+    for engine_dir in std::fs::read_dir(dir).expect("cache dir") {
+        for entry in std::fs::read_dir(engine_dir.expect("entry").path()).expect("engine dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "cwasm") {
+                found.push(path);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+/// Metering fuel changes the compiled code: artefacts of a metered engine fit only a metered
+/// host, in the artefact cache (keyed by the engine) and in the precompiled directory (checked
+/// by wasmtime), and a misfit is compiled instead of failing.
+#[tokio::test]
+async fn artefacts_of_a_metered_engine_load_only_on_a_metered_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = bytes_of("well-behaved");
+    let digest = wasmop_core::plugin::Digest::of(&bytes);
+    let config = |fuel: bool| {
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(test_limits())
+            .consume_fuel(fuel)
+    };
+    let precompiled = dir.path().join("precompiled");
+    let made =
+        wasmop_runtime::precompiled::compile(&config(true), None, &bytes, &digest, &precompiled)
+            .expect("compiles");
+    assert_eq!(made.len(), 2);
+    let on =
+        |fuel: bool| Runtime::new(config(fuel).precompiled_dir(&precompiled)).expect("runtime");
+    let metered = load(&on(true), "well-behaved").await;
+    assert!(
+        metered.load_stats().precompiled,
+        "{:?}",
+        metered.load_stats()
+    );
+    healthy_call(&metered, "metered", "1").await;
+    let plain = load(&on(false), "well-behaved").await;
+    assert!(!plain.load_stats().precompiled, "{:?}", plain.load_stats());
+    healthy_call(&plain, "plain", "2").await;
+
+    // One cache directory shared by both: each engine has its own entry.
+    let cache = dir.path().join("cache");
+    let cached = |fuel: bool| Runtime::new(config(fuel).cache_dir(&cache)).expect("runtime");
+    assert!(
+        !load(&cached(true), "well-behaved")
+            .await
+            .load_stats()
+            .from_cache
+    );
+    assert!(
+        !load(&cached(false), "well-behaved")
+            .await
+            .load_stats()
+            .from_cache
+    );
+    for fuel in [true, false] {
+        let again = load(&cached(fuel), "well-behaved").await;
+        assert!(
+            again.load_stats().from_cache,
+            "fuel {fuel}: {:?}",
+            again.load_stats()
+        );
+        healthy_call(&again, "cached", "3").await;
+    }
+}
+
+#[tokio::test]
+async fn a_compilation_started_ahead_is_taken_by_the_load_of_the_same_bytes() {
+    let rt = runtime();
+    rt.compile_ahead(b"not a component".to_vec());
+    assert_eq!(
+        rt.compiling_ahead(),
+        0,
+        "bytes that are not a component are ignored"
+    );
+
+    let bytes = bytes_of("well-behaved");
+    rt.compile_ahead(bytes.clone());
+    rt.compile_ahead(bytes.clone());
+    assert_eq!(rt.compiling_ahead(), 1, "one compilation per digest");
+    let plugin = rt
+        .load(bytes.clone(), LoadOptions::default())
+        .await
+        .expect("loads");
+    assert_eq!(rt.compiling_ahead(), 0, "the load took it");
+    assert!(plugin.load_stats().compile_time > Duration::ZERO);
+    healthy_call(&plugin, "ahead", "1").await;
+
+    // Hints for versions never loaded are dropped.
+    rt.compile_ahead(bytes_of("noop"));
+    assert_eq!(rt.compiling_ahead(), 1);
+    rt.discard_ahead();
+    assert_eq!(rt.compiling_ahead(), 0);
+}
