@@ -31,15 +31,15 @@
 //! When the shutdown signal fires, controllers stop taking new work and wait for running
 //! reconciles to finish.
 
-pub mod backoff;
-pub mod counted;
-pub mod filter;
+pub(crate) mod backoff;
+pub(crate) mod counted;
+pub(crate) mod filter;
 pub mod finalizer;
 mod kinds;
-pub mod mapping;
-pub mod queue;
-pub mod reconcile;
-pub mod runner;
+pub(crate) mod mapping;
+pub(crate) mod queue;
+pub(crate) mod reconcile;
+pub(crate) mod runner;
 mod scope;
 pub mod streak;
 pub mod throttle;
@@ -103,7 +103,7 @@ pub struct Shared {
 }
 
 /// What one plugin's reconciles need.
-pub struct PluginCtx {
+pub(crate) struct PluginCtx {
     /// The version reconciles call: each reconcile takes the current one when it starts and
     /// finishes on it, so a swap never interrupts a call.
     plugin: watch::Receiver<Plugin>,
@@ -153,7 +153,7 @@ impl PluginCtx {
     }
 
     /// The version a reconcile starting now calls.
-    pub fn current(&self) -> Plugin {
+    pub(crate) fn current(&self) -> Plugin {
         self.plugin.borrow().clone()
     }
 

@@ -24,7 +24,7 @@ pub mod kubeapi;
 pub mod leader;
 pub mod metrics;
 pub mod orphans;
-pub mod settings;
+mod settings;
 pub mod source;
 pub mod status;
 pub mod watches;

@@ -33,8 +33,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 
-pub use self::state::PluginState;
-pub use self::workloop::ActiveWorker;
+pub(crate) use self::state::PluginState;
+pub(crate) use self::workloop::ActiveWorker;
 
 /// Every metric the host records. Cheap to clone. The families are grouped by what records
 /// them, each group in its own module with its recording methods.

@@ -34,7 +34,7 @@ use wasmop_core::cluster::{EventType, ObjectRef, gvk_of};
 use wasmop_core::plugin::PluginName;
 
 /// The ConfigMap that records which plugins have finalizers on which kinds.
-pub const RECORD: &str = "wasmop-finalizers";
+pub(crate) const RECORD: &str = "wasmop-finalizers";
 /// The field manager of the host's own writes to the record.
 const FIELD_MANAGER: &str = "wasmop";
 /// Objects listed per page while releasing, to bound the host's memory on large kinds.
@@ -45,13 +45,13 @@ const PAGE: u32 = 500;
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// `apiVersion` of the kind.
-    pub api_version: String,
+    pub(crate) api_version: String,
     /// The kind.
-    pub kind: String,
+    pub(crate) kind: String,
     /// The finalizer.
-    pub finalizer: String,
+    pub(crate) finalizer: String,
     /// Namespaces the plugin was confined to; `None` for all.
-    pub namespaces: Option<BTreeSet<String>>,
+    pub(crate) namespaces: Option<BTreeSet<String>>,
 }
 
 impl Entry {
@@ -96,7 +96,11 @@ impl Orphans {
     }
 
     /// Records that `plugin` puts `entry`'s finalizer on objects.
-    pub async fn record(&self, plugin: &PluginName, entry: &Entry) -> Result<(), OrphanError> {
+    pub(crate) async fn record(
+        &self,
+        plugin: &PluginName,
+        entry: &Entry,
+    ) -> Result<(), OrphanError> {
         let value = serde_json::to_string(entry).map_err(OrphanError::Encode)?;
         let patch = json!({
             "apiVersion": "v1", "kind": "ConfigMap",

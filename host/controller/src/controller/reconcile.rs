@@ -14,22 +14,13 @@ use super::PluginCtx;
 use super::finalizer::{self, FinalizerError};
 use crate::events::Record;
 use crate::metrics::ActiveWorker;
-use crate::watches::{CachedObject, CachedObjectError};
+use crate::watches::CachedObject;
 use wasmop_core::cluster::{EventType, ObjectRef};
 use wasmop_runtime::{self as runtime, Outcome, Plugin, PluginErrorKind, Request, RequestObject};
 
 /// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
 #[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// The object as stored after adding the finalizer could not be encoded for the plugin.
-    #[error("cannot encode {target} for the plugin")]
-    Encode {
-        /// The object (boxed to keep the error small).
-        target: Box<ObjectRef>,
-        /// Why.
-        #[source]
-        source: CachedObjectError,
-    },
+pub(crate) enum ReconcileError {
     /// Adding or removing the finalizer failed.
     #[error("finalizer handling failed for {target}")]
     Finalizer {
@@ -43,18 +34,16 @@ pub enum ReconcileError {
 
 impl ReconcileError {
     /// The object concerned.
-    pub fn target(&self) -> &ObjectRef {
+    pub(crate) fn target(&self) -> &ObjectRef {
         match self {
-            ReconcileError::Encode { target, .. } | ReconcileError::Finalizer { target, .. } => {
-                target
-            }
+            ReconcileError::Finalizer { target, .. } => target,
         }
     }
 }
 
 /// The entry point the controller's work loop ([`super::runner`]) calls; gives the delay
 /// after which to reconcile the object again, if any.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     obj: Arc<CachedObject>,
     ctx: Arc<PluginCtx>,
 ) -> Result<Option<Duration>, ReconcileError> {
@@ -325,7 +314,7 @@ async fn report(
 }
 
 /// The Event reference of a primary object with metadata `meta`.
-pub fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
+pub(crate) fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
     ObjectReference {
         api_version: Some(target.api_version()),
         kind: Some(target.kind.kind.clone()),
@@ -339,7 +328,7 @@ pub fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
 
 /// What the controller does when [`reconcile`] itself failed: retry with the object's
 /// backoff (the delay returned).
-pub fn error_policy(
+pub(crate) fn error_policy(
     _obj: Arc<CachedObject>,
     error: &ReconcileError,
     ctx: Arc<PluginCtx>,

@@ -133,7 +133,7 @@ fn abort_cause(outcome: &Outcome) -> Option<&'static str> {
 impl Metrics {
     /// Counts one finished plugin call and its time, under controller-runtime's result and
     /// wasmop's outcome (and abort cause, when the host stopped the call).
-    pub fn reconciled(&self, plugin: &str, outcome: &Outcome, elapsed: Duration) {
+    pub(crate) fn reconciled(&self, plugin: &str, outcome: &Outcome, elapsed: Duration) {
         let result = match outcome {
             Outcome::Action(Action::Done) => "success",
             Outcome::Action(Action::RequeueAfter(_)) => "requeue_after",
@@ -171,7 +171,7 @@ impl Metrics {
     }
 
     /// Counts `n` denied host calls of `verb`.
-    pub fn denied(&self, plugin: &str, verb: &str, n: u32) {
+    pub(crate) fn denied(&self, plugin: &str, verb: &str, n: u32) {
         self.calls
             .denied
             .get_or_create(&DeniedLabels {
@@ -182,7 +182,7 @@ impl Metrics {
     }
 
     /// Counts one host call that reached the cluster; `outcome` is `ok` or a `kube-error` case.
-    pub fn host_call(&self, plugin: &str, verb: &str, outcome: &str) {
+    pub(crate) fn host_call(&self, plugin: &str, verb: &str, outcome: &str) {
         self.calls
             .host_calls
             .get_or_create(&CallLabels {
@@ -195,7 +195,7 @@ impl Metrics {
 
     /// Records what one call used: raises the plugin's memory high-water mark, adds its fuel,
     /// counts it if it was demoted to the low-priority lane.
-    pub fn usage(&self, plugin: &str, usage: &Usage) {
+    pub(crate) fn usage(&self, plugin: &str, usage: &Usage) {
         let labels = plugin_labels(plugin);
         let peak = i64::try_from(usage.memory_peak).unwrap_or(i64::MAX);
         self.calls
@@ -216,13 +216,13 @@ impl Metrics {
     }
 
     /// Counts one requeue raised to the plugin's floor.
-    pub fn requeue_raised(&self, plugin: &str) {
+    pub(crate) fn requeue_raised(&self, plugin: &str) {
         let labels = plugin_labels(plugin);
         self.calls.requeues_raised.get_or_create(&labels).inc();
     }
 
     /// Counts one object of the plugin held back by its per-object rate limit.
-    pub fn throttled(&self, plugin: &str) {
+    pub(crate) fn throttled(&self, plugin: &str) {
         self.calls
             .throttled
             .get_or_create(&plugin_labels(plugin))
@@ -230,13 +230,13 @@ impl Metrics {
     }
 
     /// Counts one Event dropped by the rate limit.
-    pub fn event_dropped(&self, plugin: &str) {
+    pub(crate) fn event_dropped(&self, plugin: &str) {
         let labels = plugin_labels(plugin);
         self.calls.events_dropped.get_or_create(&labels).inc();
     }
 
     /// Counts one Event whose write failed.
-    pub fn event_failed(&self, plugin: &str) {
+    pub(crate) fn event_failed(&self, plugin: &str) {
         let labels = plugin_labels(plugin);
         self.calls.events_failed.get_or_create(&labels).inc();
     }

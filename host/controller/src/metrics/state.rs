@@ -16,7 +16,7 @@ use super::{Histograms, Metrics, load_histogram, registered};
 
 /// A plugin's lifecycle state, as reported by `wasmop_plugin_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PluginState {
+pub(crate) enum PluginState {
     /// One of its kinds is not served by the API server yet (its CRD is missing).
     WaitingForKinds,
     /// Its controller runs.
@@ -93,7 +93,7 @@ impl HostState {
 
 impl Metrics {
     /// Records whether this host holds the leader Lease `lease`.
-    pub fn leader(&self, lease: &str, leading: bool) {
+    pub(crate) fn leader(&self, lease: &str, leading: bool) {
         self.state
             .leader
             .get_or_create(&NameLabels {
@@ -138,7 +138,7 @@ impl Metrics {
     }
 
     /// Records the state a plugin is in (1 for it, 0 for the others).
-    pub fn plugin_state(&self, plugin: &str, state: PluginState) {
+    pub(crate) fn plugin_state(&self, plugin: &str, state: PluginState) {
         for s in PluginState::ALL {
             self.state
                 .plugin_state
@@ -173,7 +173,7 @@ impl Metrics {
 
     /// Counts one object a shared watch of `kind` (`apiVersion/Kind`, from discovery) skipped
     /// because it does not decode.
-    pub fn watch_object_skipped(&self, kind: &str) {
+    pub(crate) fn watch_object_skipped(&self, kind: &str) {
         self.state
             .watch_skipped
             .get_or_create(&KindLabels {

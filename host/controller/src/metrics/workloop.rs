@@ -130,7 +130,7 @@ impl Workqueue {
 }
 
 /// Holds one `controller_runtime_active_workers` slot until dropped.
-pub struct ActiveWorker(Gauge);
+pub(crate) struct ActiveWorker(Gauge);
 
 impl Drop for ActiveWorker {
     fn drop(&mut self) {
@@ -181,17 +181,17 @@ impl Metrics {
     }
 
     /// Counts a reconcile that failed in the host before or after the plugin call.
-    pub fn host_failed(&self, plugin: &str, elapsed: Duration) {
+    pub(crate) fn host_failed(&self, plugin: &str, elapsed: Duration) {
         self.result(plugin, "error", elapsed);
     }
 
     /// Counts one object requeued with backoff.
-    pub fn retried(&self, plugin: &str) {
+    pub(crate) fn retried(&self, plugin: &str) {
         self.queue.retries.get_or_create(&name(plugin)).inc();
     }
 
     /// Records how many objects of `plugin` wait for a reconcile.
-    pub fn queue_depth(&self, plugin: &str, n: usize) {
+    pub(crate) fn queue_depth(&self, plugin: &str, n: usize) {
         let name = name(plugin);
         self.queue
             .depth
@@ -203,12 +203,12 @@ impl Metrics {
     }
 
     /// Counts one object queued by a watch event.
-    pub fn queue_added(&self, plugin: &str) {
+    pub(crate) fn queue_added(&self, plugin: &str) {
         self.queue.adds.get_or_create(&name(plugin)).inc();
     }
 
     /// Records how long an object waited before its reconcile started.
-    pub fn queued_for(&self, plugin: &str, waited: Duration) {
+    pub(crate) fn queued_for(&self, plugin: &str, waited: Duration) {
         self.queue
             .queue_duration
             .get_or_create(&name(plugin))
@@ -216,7 +216,7 @@ impl Metrics {
     }
 
     /// Records the time from a watch event received to `plugin` called for it.
-    pub fn event_to_reconcile(&self, plugin: &str, elapsed: Duration) {
+    pub(crate) fn event_to_reconcile(&self, plugin: &str, elapsed: Duration) {
         self.queue
             .event_to_reconcile
             .get_or_create(&name(plugin))
@@ -224,7 +224,7 @@ impl Metrics {
     }
 
     /// Records how many reconciles of `plugin` may run at once.
-    pub fn max_concurrent(&self, plugin: &str, n: u16) {
+    pub(crate) fn max_concurrent(&self, plugin: &str, n: u16) {
         self.reconciles
             .max_concurrent
             .get_or_create(&controller(plugin))
@@ -232,7 +232,7 @@ impl Metrics {
     }
 
     /// Counts a running reconcile until the returned guard is dropped.
-    pub fn active(&self, plugin: &str) -> ActiveWorker {
+    pub(crate) fn active(&self, plugin: &str) -> ActiveWorker {
         let gauge = self
             .reconciles
             .active_workers
