@@ -40,9 +40,9 @@ use crate::metrics::Metrics;
 use wasmop_core::cluster::EventType;
 
 /// Events one reporter may write about one object at once: client-go's default burst.
-pub const BURST: f64 = 25.0;
+pub(crate) const BURST: f64 = 25.0;
 /// Time to earn back one Event after the burst: client-go's default (1 per 5 minutes).
-pub const REFILL: Duration = Duration::from_secs(300);
+pub(crate) const REFILL: Duration = Duration::from_secs(300);
 /// Buckets kept before full ones are forgotten, so the limiter's memory stays bounded.
 const MAX_BUCKETS: usize = 10_000;
 /// The API server's limits on `reason` and `action`.
@@ -52,7 +52,7 @@ const MAX_NOTE: usize = 1024;
 /// Events queued for the writer: client-go's broadcaster queues 1,000. At ~1 KiB each this
 /// bounds the queue's memory at about 1 MiB, and it absorbs a storm's burst (one Event per
 /// reconcile) while the writer keeps up at the API server's pace.
-pub const QUEUE: usize = 1000;
+pub(crate) const QUEUE: usize = 1000;
 
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -62,13 +62,13 @@ struct Bucket {
 
 /// Token buckets per (reporter, object).
 #[derive(Debug, Default)]
-pub struct Limiter {
+pub(crate) struct Limiter {
     buckets: HashMap<(String, String), Bucket>,
 }
 
 impl Limiter {
     /// Takes a token for `reporter` and `object` at `now`; false when there is none.
-    pub fn admit(&mut self, reporter: &str, object: &str, now: Instant) -> bool {
+    pub(crate) fn admit(&mut self, reporter: &str, object: &str, now: Instant) -> bool {
         if self.buckets.len() >= MAX_BUCKETS {
             self.buckets.retain(|_, b| refill(*b, now).tokens < BURST);
         }

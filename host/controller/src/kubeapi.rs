@@ -11,7 +11,7 @@
 //!   onto the WIT `kube-error` cases ([`errors::classify`]).
 
 pub mod discovery;
-pub mod errors;
+pub(crate) mod errors;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ impl KubeCluster {
 
     /// The same handle for a plugin confined to `namespaces` (`None`: not confined).
     #[must_use]
-    pub fn scoped(&self, namespaces: Option<BTreeSet<String>>) -> Self {
+    pub(crate) fn scoped(&self, namespaces: Option<BTreeSet<String>>) -> Self {
         Self {
             scope: namespaces,
             ..self.clone()

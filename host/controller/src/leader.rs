@@ -116,7 +116,7 @@ pub async fn identity() -> String {
 /// Whether `identity` may claim a Lease whose record is `spec`, given that the record was
 /// first seen unchanged at `observed_at`: it may when the Lease has no holder, is its own,
 /// or the holder has not renewed for the Lease's duration by this process's clock.
-pub fn may_claim(
+pub(crate) fn may_claim(
     spec: &LeaseSpec,
     identity: &str,
     observed_at: Instant,
@@ -136,7 +136,7 @@ pub fn may_claim(
 
 /// The record `identity` writes to take or renew a Lease whose record is `old`: a renewal
 /// keeps the acquire time and transition count; a takeover starts them afresh.
-pub fn claimed(
+pub(crate) fn claimed(
     old: Option<&LeaseSpec>,
     identity: &str,
     duration: Duration,
@@ -171,7 +171,7 @@ pub fn claimed(
 
 /// The record that releases a Lease (client-go's): no holder, and a one-second duration so
 /// that even an elector that ignores the empty holder waits no longer than that.
-pub fn released(old: &LeaseSpec, now: Timestamp) -> LeaseSpec {
+pub(crate) fn released(old: &LeaseSpec, now: Timestamp) -> LeaseSpec {
     LeaseSpec {
         holder_identity: None,
         acquire_time: Some(MicroTime(now)),
@@ -203,7 +203,7 @@ impl Elector {
     }
 
     /// This host's identity.
-    pub fn identity(&self) -> &str {
+    pub(crate) fn identity(&self) -> &str {
         &self.identity
     }
 

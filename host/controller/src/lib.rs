@@ -3,10 +3,10 @@
 //!
 //! - [`watches`]: one shared watch and cache per kind, however many plugins need it; the
 //!   host's own list-watch loop and stack-safe decoder.
-//! - [`kubeapi`]: the [`Cluster`](wasmop_core::Cluster) backed by the API server and those
+//! - [`kubeapi`]: the [`Cluster`](wasmop_core::cluster::Cluster) backed by the API server and those
 //!   caches, with discovery.
 //! - [`controller`]: one work loop per plugin: queue, per-object serialization, dispatch,
-//!   finalizers, backoff, generation filter, resync, fairness; [`settings`] is what it runs a
+//!   finalizers, backoff, generation filter, resync, fairness; [`PluginSettings`] is what it runs a
 //!   plugin with.
 //! - [`orphans`]: releases the finalizers of removed plugins.
 //! - [`events`]: deduplicated, rate-limited Kubernetes Events.
@@ -24,7 +24,7 @@ pub mod kubeapi;
 pub mod leader;
 pub mod metrics;
 pub mod orphans;
-pub mod settings;
+mod settings;
 pub mod source;
 pub mod status;
 pub mod watches;

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, TypeMeta};
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, TypeMeta};
 use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -28,13 +28,13 @@ use serde_json::json;
 use crate::controller::finalizer;
 use crate::controller::reconcile::reference;
 use crate::events::{EventSink, Record};
-use crate::kubeapi::discovery::Resolver;
+use crate::kubeapi::discovery::{Resolved, Resolver};
 use crate::watches::listwatch;
 use wasmop_core::cluster::{EventType, ObjectRef, gvk_of};
 use wasmop_core::plugin::PluginName;
 
 /// The ConfigMap that records which plugins have finalizers on which kinds.
-pub const RECORD: &str = "wasmop-finalizers";
+pub(crate) const RECORD: &str = "wasmop-finalizers";
 /// The field manager of the host's own writes to the record.
 const FIELD_MANAGER: &str = "wasmop";
 /// Objects listed per page while releasing, to bound the host's memory on large kinds.
@@ -45,13 +45,13 @@ const PAGE: u32 = 500;
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// `apiVersion` of the kind.
-    pub api_version: String,
+    pub(crate) api_version: String,
     /// The kind.
-    pub kind: String,
+    pub(crate) kind: String,
     /// The finalizer.
-    pub finalizer: String,
+    pub(crate) finalizer: String,
     /// Namespaces the plugin was confined to; `None` for all.
-    pub namespaces: Option<BTreeSet<String>>,
+    pub(crate) namespaces: Option<BTreeSet<String>>,
 }
 
 impl Entry {
@@ -96,7 +96,11 @@ impl Orphans {
     }
 
     /// Records that `plugin` puts `entry`'s finalizer on objects.
-    pub async fn record(&self, plugin: &PluginName, entry: &Entry) -> Result<(), OrphanError> {
+    pub(crate) async fn record(
+        &self,
+        plugin: &PluginName,
+        entry: &Entry,
+    ) -> Result<(), OrphanError> {
         let value = serde_json::to_string(entry).map_err(OrphanError::Encode)?;
         let patch = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
@@ -212,6 +216,11 @@ pub async fn release(
     }
 }
 
+/// A failure of one release pass (retried by [`release`], which only logs it).
+type ReleaseError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One pass of [`release`]: the finalizer off every object of the entry's kind, then the
+/// entry forgotten. Gives how many objects it released.
 async fn release_once(
     orphans: &Orphans,
     client: &Client,
@@ -219,7 +228,7 @@ async fn release_once(
     events: &EventSink,
     plugin: &str,
     entry: &Entry,
-) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<usize, ReleaseError> {
     let Some(gvk) = entry.gvk() else {
         orphans.forget(plugin).await?;
         return Ok(0);
@@ -240,13 +249,45 @@ async fn release_once(
             .collect(),
         _ => vec![Api::all_with(client.clone(), &kind.resource)],
     };
-    let name = PluginName::new(plugin.to_owned())?;
-    let types = TypeMeta {
-        api_version: kind.resource.api_version.clone(),
-        kind: kind.resource.kind.clone(),
+    let release = Release {
+        client,
+        events,
+        plugin,
+        name: PluginName::new(plugin.to_owned())?,
+        entry,
+        gvk,
+        kind,
     };
     let mut released = 0;
     for api in apis {
+        released += release.listed_by(&api).await?;
+    }
+    orphans.forget(plugin).await?;
+    Ok(released)
+}
+
+/// What releasing one plugin's orphaned finalizer from objects of its kind needs.
+struct Release<'a> {
+    client: &'a Client,
+    events: &'a EventSink,
+    /// The plugin, as recorded.
+    plugin: &'a str,
+    /// The plugin's name, validated (the finalizer patch's field manager is made from it).
+    name: PluginName,
+    entry: &'a Entry,
+    gvk: GroupVersionKind,
+    kind: Resolved,
+}
+
+impl Release<'_> {
+    /// Releases the finalizer from every object `api` lists that carries it, page by page;
+    /// gives how many.
+    async fn listed_by(&self, api: &Api<DynamicObject>) -> Result<usize, ReleaseError> {
+        let types = TypeMeta {
+            api_version: self.kind.resource.api_version.clone(),
+            kind: self.kind.resource.kind.clone(),
+        };
+        let mut released = 0;
         let mut params = ListParams::default().limit(PAGE);
         let request = kube::core::Request::new(api.resource_url());
         loop {
@@ -254,51 +295,50 @@ async fn release_once(
             // take must not stop the release of every other.
             let mut req = request.list(&params).map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert("list");
-            let text = client.request_text(req).await?;
+            let text = self.client.request_text(req).await?;
             let page = listwatch::page(&text, &types, None)?;
             for obj in &page.objects {
                 let meta = obj.meta();
-                if !meta
-                    .finalizers
-                    .iter()
-                    .flatten()
-                    .any(|f| *f == entry.finalizer)
-                {
-                    continue;
+                let carries = |f: &String| *f == self.entry.finalizer;
+                if meta.finalizers.iter().flatten().any(carries) {
+                    self.release(&meta).await?;
+                    released += 1;
                 }
-                let ns = meta.namespace.as_deref();
-                let scoped: Api<DynamicObject> = match ns {
-                    Some(ns) => Api::namespaced_with(client.clone(), ns, &kind.resource),
-                    None => Api::all_with(client.clone(), &kind.resource),
-                };
-                finalizer::remove(&scoped, &meta, &entry.finalizer, &name).await?;
-                released += 1;
-                let target = ObjectRef::new(
-                    gvk.clone(),
-                    meta.namespace.clone(),
-                    meta.name.clone().unwrap_or_default(),
-                );
-                let record = Record {
-                    regarding: reference(&meta, &target),
-                    event_type: EventType::Warning,
-                    reason: "FinalizerReleased".into(),
-                    action: "ReleaseFinalizer".into(),
-                    note: format!(
-                        "plugin `{plugin}` is not running, so the host removed its finalizer `{}` without calling its cleanup",
-                        entry.finalizer
-                    ),
-                };
-                // Written in the background: a failure is logged and counted by the sink.
-                events.publish(plugin, record).await;
             }
             match page.continue_token {
                 Some(token) => params = params.continue_token(&token),
-                None => break,
+                None => return Ok(released),
             }
         }
     }
-    orphans.forget(plugin).await?;
-    Ok(released)
+
+    /// Removes the finalizer from one object and says so in a Warning Event on it.
+    async fn release(&self, meta: &ObjectMeta) -> Result<(), ReleaseError> {
+        let (client, resource) = (self.client.clone(), &self.kind.resource);
+        let scoped: Api<DynamicObject> = match meta.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(client, ns, resource),
+            None => Api::all_with(client, resource),
+        };
+        finalizer::remove(&scoped, meta, &self.entry.finalizer, &self.name).await?;
+        let target = ObjectRef::new(
+            self.gvk.clone(),
+            meta.namespace.clone(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        let record = Record {
+            regarding: reference(meta, &target),
+            event_type: EventType::Warning,
+            reason: "FinalizerReleased".into(),
+            action: "ReleaseFinalizer".into(),
+            note: format!(
+                "plugin `{}` is not running, so the host removed its finalizer `{}` without calling its cleanup",
+                self.plugin, self.entry.finalizer
+            ),
+        };
+        // Written in the background: a failure is logged and counted by the sink.
+        self.events.publish(self.plugin, record).await;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

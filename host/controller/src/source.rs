@@ -53,7 +53,7 @@ pub struct Component {
 
 impl Component {
     /// The component at `key`, hashing `bytes`.
-    pub fn new(key: String, bytes: Vec<u8>) -> Self {
+    pub(crate) fn new(key: String, bytes: Vec<u8>) -> Self {
         Self {
             key,
             content: ComponentBytes::new(bytes),
@@ -61,7 +61,8 @@ impl Component {
     }
 
     /// Its bytes.
-    pub fn bytes(&self) -> &[u8] {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8] {
         self.content.bytes()
     }
 
@@ -133,7 +134,7 @@ pub enum SourceError {
 /// Reads every `*.wasm` file directly in `dir`, in name order. Other files and hidden entries
 /// (a ConfigMap mount's `..data` link and `..<timestamp>` directories) are ignored; a
 /// `*.wasm` symlink into `..data` (how the kubelet lays out a mounted ConfigMap) is followed.
-pub async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceError> {
+pub(crate) async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceError> {
     let list_error = |source| SourceError::List {
         dir: dir.to_owned(),
         source,

@@ -56,19 +56,19 @@ pub enum Leadership {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PluginStatus {
     /// The version its `describe` returns.
-    pub version: String,
+    pub(crate) version: String,
     /// The component's short digest.
-    pub digest: String,
+    pub(crate) digest: String,
     /// Its state.
     pub state: State,
     /// The last error reported for it (a failed reconcile, a controller that cannot start).
-    pub last_error: Option<String>,
+    pub(crate) last_error: Option<String>,
     /// When the last error happened (RFC 3339).
-    pub last_error_at: Option<String>,
+    pub(crate) last_error_at: Option<String>,
     /// Reconciles that succeeded.
-    pub reconciles: u64,
+    pub(crate) reconciles: u64,
     /// Reconciles that did not.
-    pub errors: u64,
+    pub(crate) errors: u64,
 }
 
 /// Everything `/status` reports.
@@ -185,7 +185,7 @@ impl Status {
     }
 
     /// Counts one reconcile; a failure's message becomes the last error.
-    pub fn reconciled(&self, plugin: &str, error: Option<String>) {
+    pub(crate) fn reconciled(&self, plugin: &str, error: Option<String>) {
         self.with(|i| {
             if let Some(p) = i.plugins.get_mut(plugin) {
                 match error {
@@ -213,14 +213,9 @@ impl Status {
         });
     }
 
-    /// The host's part in leader election.
-    pub fn leadership(&self) -> Leadership {
-        self.with(|i| i.leadership)
-    }
-
     /// Ready: every plugin found at start is loaded and none is still syncing its caches.
     /// A plugin waiting for its CRD or failed does not hold readiness up (it is reported).
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         self.with(|i| i.plugins_loaded && !i.plugins.values().any(|p| p.state.pending()))
     }
 

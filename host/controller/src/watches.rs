@@ -25,11 +25,11 @@
 //! - No object stops a watch or its readiness: each list item and watch event is decoded on
 //!   its own, at any depth, and one that does not decode is skipped.
 
-pub mod cached;
+pub(crate) mod cached;
 pub mod decoded;
 pub mod listwatch;
-pub mod skipped;
-pub mod store;
+pub(crate) mod skipped;
+pub(crate) mod store;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -42,7 +42,7 @@ use kube::runtime::watcher::Event;
 use tokio::sync::{broadcast, watch};
 
 pub use self::cached::{CachedObject, CachedObjectError, Kind};
-pub use self::decoded::DecodeError;
+pub(crate) use self::decoded::DecodeError;
 pub use self::skipped::Skipped;
 pub use self::store::{ObjectKey, Store, Writer};
 
@@ -55,16 +55,16 @@ const BROADCAST_BUFFER: usize = 1024;
 
 /// What one shared watch covers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct WatchKey {
+pub(crate) struct WatchKey {
     /// The kind.
-    pub resource: ApiResource,
+    pub(crate) resource: ApiResource,
     /// `Some(ns)` to watch one namespace, `None` for all (and for cluster-scoped kinds).
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
 }
 
 /// One change seen by a watch.
 #[derive(Debug, Clone)]
-pub enum Change {
+pub(crate) enum Change {
     /// An object was created or changed (or listed at start).
     Applied(CachedObject),
     /// An object was deleted.
@@ -73,7 +73,7 @@ pub enum Change {
 
 impl Change {
     /// The object concerned.
-    pub fn object(&self) -> &CachedObject {
+    pub(crate) fn object(&self) -> &CachedObject {
         match self {
             Change::Applied(o) | Change::Deleted(o) => o,
         }
@@ -81,8 +81,7 @@ impl Change {
 }
 
 /// One running watch and its cache.
-pub struct SharedWatch {
-    key: WatchKey,
+pub(crate) struct SharedWatch {
     store: Store,
     changes: broadcast::Sender<Change>,
     /// Becomes true once the initial list is in the cache.
@@ -138,7 +137,6 @@ impl SharedWatch {
             }
         }));
         Self {
-            key,
             store,
             changes,
             ready,
@@ -146,30 +144,25 @@ impl SharedWatch {
         }
     }
 
-    /// What the watch covers.
-    pub fn key(&self) -> &WatchKey {
-        &self.key
-    }
-
     /// The cache.
-    pub fn store(&self) -> Store {
+    pub(crate) fn store(&self) -> Store {
         self.store.clone()
     }
 
     /// Whether the initial list has completed (the cache is complete).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         *self.ready.borrow()
     }
 
     /// Waits until the initial list has completed.
-    pub async fn ready(&self) {
+    pub(crate) async fn ready(&self) {
         let mut ready = self.ready.clone();
         // The sender lives as long as the watch task; if it ended, there is nothing to wait for.
         let _ = ready.wait_for(|r| *r).await;
     }
 
     /// Every object in the cache, then every change. The stream waits for the initial list.
-    pub fn subscribe(&self) -> impl Stream<Item = Change> + Send + 'static {
+    pub(crate) fn subscribe(&self) -> impl Stream<Item = Change> + Send + 'static {
         let rx = self.changes.subscribe();
         let store = self.store.clone();
         let ready = self.ready.clone();
@@ -222,12 +215,12 @@ impl Watches {
     }
 
     /// Where objects that do not decode are counted and reported.
-    pub fn skipped(&self) -> &Arc<Skipped> {
+    pub(crate) fn skipped(&self) -> &Arc<Skipped> {
         &self.skipped
     }
 
     /// The watch for `key`, started if it is not running yet.
-    pub fn watch(&self, key: WatchKey) -> Arc<SharedWatch> {
+    pub(crate) fn watch(&self, key: WatchKey) -> Arc<SharedWatch> {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         running
             .entry(key.clone())
@@ -248,7 +241,11 @@ impl Watches {
 
     /// The ready cache that holds objects of `resource` in `namespace` (`None`: every
     /// namespace, which only an all-namespace watch can serve), if one is running.
-    pub fn cache_for(&self, resource: &ApiResource, namespace: Option<&str>) -> Option<Store> {
+    pub(crate) fn cache_for(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Option<Store> {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let all = WatchKey {
             resource: resource.clone(),
@@ -265,16 +262,6 @@ impl Watches {
             })
             .filter(|w| w.is_ready())
             .map(|w| w.store())
-    }
-
-    /// How many watches run (for tests and the startup log).
-    pub fn len(&self) -> usize {
-        self.running.lock().map(|r| r.len()).unwrap_or(0)
-    }
-
-    /// Whether none runs.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

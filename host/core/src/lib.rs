@@ -4,7 +4,7 @@
 //!   and [`plugin::text`], the one escaper for what a plugin says.
 //! - [`policy`]: what a plugin's declarations and the operator's policy grant it, the check
 //!   every host call passes, and the load-time check of what it asks for.
-//! - [`cluster`]: the [`Cluster`] trait, the only way plugin code reaches Kubernetes; the
+//! - [`cluster`]: the [`Cluster`](cluster::Cluster) trait, the only way plugin code reaches Kubernetes; the
 //!   grammar of every identifier a plugin hands in ([`cluster::names`]), label selectors,
 //!   object text and trimming.
 //! - [`error`]: the error-chain renderer.
@@ -16,6 +16,5 @@ pub mod error;
 pub mod plugin;
 pub mod policy;
 
-pub use cluster::{Cluster, ClusterError, ObjectRef};
 pub use error::chain;
 pub use plugin::{Digest, PluginName};

@@ -138,7 +138,7 @@ pub struct PluginName(String);
 
 impl PluginName {
     /// Kubernetes limits a label value (and so a DNS-1123 label) to 63 characters.
-    pub const MAX_LEN: usize = 63;
+    pub(crate) const MAX_LEN: usize = 63;
 
     /// Parses a name.
     pub fn new(name: impl Into<String>) -> Result<Self, PluginNameError> {
@@ -204,11 +204,6 @@ impl Digest {
     /// Hashes `bytes`.
     pub fn of(bytes: &[u8]) -> Self {
         Self(Sha256::digest(bytes).into())
-    }
-
-    /// The raw digest.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
     }
 
     /// The first 12 hex digits, enough to tell versions apart in logs. Made from the first six

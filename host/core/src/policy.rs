@@ -133,7 +133,7 @@ impl SensitiveKinds {
     }
 
     /// Whether `group/kind` is sensitive.
-    pub fn contains(&self, group: &str, kind: &str) -> bool {
+    pub(crate) fn contains(&self, group: &str, kind: &str) -> bool {
         self.0.iter().any(|(g, k)| g == group && k == kind)
     }
 }
@@ -196,7 +196,7 @@ fn in_namespace(ns: &Option<String>) -> String {
 }
 
 /// `group/Kind`, with `core` for the core group, as shown in denials.
-pub fn kind_label(group: &str, kind: &str) -> String {
+pub(crate) fn kind_label(group: &str, kind: &str) -> String {
     let group = if group.is_empty() { "core" } else { group };
     format!("{group}/{kind}")
 }
@@ -240,7 +240,7 @@ pub struct Grants {
 }
 
 /// What a plugin's primary kind implies.
-pub const PRIMARY_VERBS: [Verb; 5] = [
+pub(crate) const PRIMARY_VERBS: [Verb; 5] = [
     Verb::Get,
     Verb::List,
     Verb::Patch,
@@ -248,7 +248,7 @@ pub const PRIMARY_VERBS: [Verb; 5] = [
     Verb::PatchStatus,
 ];
 /// What an owned kind implies.
-pub const OWNED_VERBS: [Verb; 6] = [
+pub(crate) const OWNED_VERBS: [Verb; 6] = [
     Verb::Get,
     Verb::List,
     Verb::Create,
@@ -257,7 +257,7 @@ pub const OWNED_VERBS: [Verb; 6] = [
     Verb::Delete,
 ];
 /// What a watched kind implies.
-pub const WATCHED_VERBS: [Verb; 2] = [Verb::Get, Verb::List];
+pub(crate) const WATCHED_VERBS: [Verb; 2] = [Verb::Get, Verb::List];
 
 impl Grants {
     /// No grants at all (for `describe`, which must not call the host).
@@ -347,7 +347,7 @@ impl Grants {
 
     /// Whether `verb` on `group/kind` is granted in every namespace (not counting writes to
     /// cluster-scoped objects, which [`check`](Self::check) judges on their own).
-    pub fn covers_everywhere(&self, verb: Verb, group: &str, kind: &str) -> bool {
+    pub(crate) fn covers_everywhere(&self, verb: Verb, group: &str, kind: &str) -> bool {
         self.kinds
             .iter()
             .any(|((g, k), grant)| g == group && k == kind && grant.everywhere.contains(&verb))

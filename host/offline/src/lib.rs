@@ -41,7 +41,7 @@
 //! ```
 //! A failed write carries an `error:` field with the cluster's message.
 
-pub mod journal;
+mod journal;
 pub mod memory;
 mod report;
 

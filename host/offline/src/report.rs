@@ -110,7 +110,7 @@ fn canonical(v: Value) -> Value {
 }
 
 /// A write with every JSON object in it in canonical (sorted-key) order.
-pub fn canonical_write(w: Write) -> Write {
+pub(crate) fn canonical_write(w: Write) -> Write {
     match w {
         Write::Create { object, error } => Write::Create {
             object: canonical(object),

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 /// The first retry waits up to 500 ms: a plugin error caused by a write race or a cache that
 /// is a moment behind usually clears by then.
-pub const BASE: Duration = Duration::from_millis(500);
+pub(crate) const BASE: Duration = Duration::from_millis(500);
 /// Retries are never further apart than 5 minutes, so a fixed problem is noticed within that
 /// time even without a change to the object.
-pub const CAP: Duration = Duration::from_secs(300);
+pub(crate) const CAP: Duration = Duration::from_secs(300);
 
 /// Failure counts per object.
 #[derive(Debug)]
-pub struct Backoffs<K> {
+pub(crate) struct Backoffs<K> {
     failures: Mutex<HashMap<K, u32>>,
 }
 
@@ -27,7 +27,7 @@ impl<K> Default for Backoffs<K> {
 }
 
 /// The un-jittered delay after `failures` consecutive failures (1 = first failure).
-pub fn ceiling(failures: u32) -> Duration {
+pub(crate) fn ceiling(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(20);
     BASE.saturating_mul(1 << doublings).min(CAP)
 }
@@ -36,7 +36,7 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
     /// Records a failure of `key` and returns how long to wait before retrying it, with the
     /// count of consecutive failures: a random delay in the upper half of [`ceiling`], so that
     /// objects failing together do not retry in step.
-    pub fn failed(&self, key: &K) -> (Duration, u32) {
+    pub(crate) fn failed(&self, key: &K) -> (Duration, u32) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let n = failures.entry(key.clone()).or_insert(0);
         *n = n.saturating_add(1);
@@ -45,7 +45,7 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
     }
 
     /// Forgets `key`'s failures after a success.
-    pub fn succeeded(&self, key: &K) {
+    pub(crate) fn succeeded(&self, key: &K) {
         self.failures
             .lock()
             .unwrap_or_else(|p| p.into_inner())

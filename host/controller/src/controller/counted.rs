@@ -14,7 +14,7 @@ use wasmop_core::cluster::{
 use wasmop_core::plugin::PluginName;
 
 /// A [`Cluster`] that counts the calls of one plugin.
-pub struct Counted {
+pub(crate) struct Counted {
     inner: Arc<dyn Cluster>,
     metrics: Metrics,
     plugin: String,
@@ -22,7 +22,7 @@ pub struct Counted {
 
 impl Counted {
     /// Counts the calls `plugin` makes through `inner`.
-    pub fn new(inner: Arc<dyn Cluster>, metrics: Metrics, plugin: &str) -> Self {
+    pub(crate) fn new(inner: Arc<dyn Cluster>, metrics: Metrics, plugin: &str) -> Self {
         Self {
             inner,
             metrics,

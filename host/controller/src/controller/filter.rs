@@ -19,13 +19,13 @@ struct Seen {
 
 /// Generations seen, per object uid.
 #[derive(Debug, Default)]
-pub struct GenerationFilter {
+pub(crate) struct GenerationFilter {
     seen: HashMap<String, Seen>,
 }
 
 impl GenerationFilter {
     /// Whether a change to the object with metadata `meta` should trigger a reconcile.
-    pub fn admit(&mut self, meta: &ObjectMeta) -> bool {
+    pub(crate) fn admit(&mut self, meta: &ObjectMeta) -> bool {
         let Some(uid) = meta.uid.clone() else {
             return true;
         };
@@ -40,7 +40,7 @@ impl GenerationFilter {
     }
 
     /// Forgets a deleted object.
-    pub fn forget(&mut self, meta: &ObjectMeta) {
+    pub(crate) fn forget(&mut self, meta: &ObjectMeta) {
         if let Some(uid) = &meta.uid {
             self.seen.remove(uid);
         }

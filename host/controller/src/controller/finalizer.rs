@@ -140,7 +140,7 @@ pub async fn add(
 
 /// Removes `finalizer` from the object with metadata `meta`. Gone already (object or
 /// finalizer) is success.
-pub async fn remove(
+pub(crate) async fn remove(
     api: &Api<DynamicObject>,
     meta: &ObjectMeta,
     finalizer: &str,

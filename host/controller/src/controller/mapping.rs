@@ -6,11 +6,11 @@ use wasmop_core::plugin::Mapping;
 
 /// The primary kind as the mappers need it.
 #[derive(Clone)]
-pub struct Primary {
+pub(crate) struct Primary {
     /// The resolved primary kind (shared with the cache keys).
-    pub resource: Kind,
+    pub(crate) resource: Kind,
     /// Whether it is namespaced.
-    pub namespaced: bool,
+    pub(crate) namespaced: bool,
 }
 
 impl Primary {
@@ -20,7 +20,7 @@ impl Primary {
 
     /// The primary objects that own `child`: its ownerReferences of the primary kind (any
     /// version of it). An owner is in the child's namespace, or cluster-scoped.
-    pub fn owners_of(&self, child: &CachedObject) -> Vec<ObjectKey> {
+    pub(crate) fn owners_of(&self, child: &CachedObject) -> Vec<ObjectKey> {
         let group_of = |api_version: &str| match api_version.split_once('/') {
             Some((group, _)) => group.to_owned(),
             None => String::new(),
@@ -45,7 +45,7 @@ impl Primary {
 
     /// The primary objects a change to `watched` maps to under `mapping`. `primaries` is the
     /// cache of primary objects (for the namespace-wide and global mappings).
-    pub fn mapped(
+    pub(crate) fn mapped(
         &self,
         mapping: &Mapping,
         watched: &CachedObject,

@@ -24,7 +24,7 @@ type Key = (Option<String>, String);
 
 /// One plugin's view of its queue. The map holds at most one entry per object of the
 /// plugin's primary kind, so it is bounded by the cache.
-pub struct Queue {
+pub(crate) struct Queue {
     plugin: String,
     metrics: Metrics,
     waiting: Mutex<HashMap<Key, Instant>>,
@@ -32,7 +32,7 @@ pub struct Queue {
 
 impl Queue {
     /// An empty queue for `plugin`, reported at depth 0.
-    pub fn new(plugin: &str, metrics: Metrics) -> Self {
+    pub(crate) fn new(plugin: &str, metrics: Metrics) -> Self {
         metrics.queue_depth(plugin, 0);
         Self {
             plugin: plugin.to_owned(),
@@ -49,7 +49,7 @@ impl Queue {
     }
 
     /// A trigger for this object reached the work loop.
-    pub fn added(&self, namespace: Option<&str>, name: &str) {
+    pub(crate) fn added(&self, namespace: Option<&str>, name: &str) {
         let key = (namespace.map(str::to_owned), name.to_owned());
         let new = self.with(|w| match w.entry(key) {
             Entry::Occupied(_) => false,
@@ -65,7 +65,7 @@ impl Queue {
 
     /// A reconcile of this object starts: it leaves the queue. Returns when its watch event
     /// was received, if a watch event queued it (not a requeue the loop made).
-    pub fn started(&self, namespace: Option<&str>, name: &str) -> Option<Instant> {
+    pub(crate) fn started(&self, namespace: Option<&str>, name: &str) -> Option<Instant> {
         let key = (namespace.map(str::to_owned), name.to_owned());
         let since = self.with(|w| w.remove(&key));
         if let Some(since) = since {
@@ -75,7 +75,7 @@ impl Queue {
     }
 
     /// The loop dropped this object's trigger (the object is not in the cache).
-    pub fn dropped(&self, namespace: Option<&str>, name: &str) {
+    pub(crate) fn dropped(&self, namespace: Option<&str>, name: &str) {
         let key = (namespace.map(str::to_owned), name.to_owned());
         self.with(|w| w.remove(&key));
     }

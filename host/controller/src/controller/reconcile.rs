@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ObjectMeta, TypeMeta};
+use tokio::sync::SemaphorePermit;
 use tracing::Instrument;
 
 use super::PluginCtx;
 use super::finalizer::{self, FinalizerError};
 use crate::events::Record;
-use crate::watches::{CachedObject, CachedObjectError};
+use crate::metrics::ActiveWorker;
+use crate::watches::CachedObject;
 use wasmop_core::cluster::{EventType, ObjectRef};
 use wasmop_runtime::{
     self as runtime, Call, CallReport, Outcome, Plugin, PluginErrorKind, Request, RequestObject,
@@ -20,16 +22,7 @@ use wasmop_runtime::{
 
 /// Why a reconcile failed on the host's side (the plugin's own failures are outcomes).
 #[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// The object as stored after adding the finalizer could not be encoded for the plugin.
-    #[error("cannot encode {target} for the plugin")]
-    Encode {
-        /// The object (boxed to keep the error small).
-        target: Box<ObjectRef>,
-        /// Why.
-        #[source]
-        source: CachedObjectError,
-    },
+pub(crate) enum ReconcileError {
     /// Adding or removing the finalizer failed.
     #[error("finalizer handling failed for {target}")]
     Finalizer {
@@ -43,18 +36,16 @@ pub enum ReconcileError {
 
 impl ReconcileError {
     /// The object concerned.
-    pub fn target(&self) -> &ObjectRef {
+    pub(crate) fn target(&self) -> &ObjectRef {
         match self {
-            ReconcileError::Encode { target, .. } | ReconcileError::Finalizer { target, .. } => {
-                target
-            }
+            ReconcileError::Finalizer { target, .. } => target,
         }
     }
 }
 
 /// The entry point the controller's work loop ([`super::runner`]) calls; gives the delay
 /// after which to reconcile the object again, if any.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     obj: Arc<CachedObject>,
     ctx: Arc<PluginCtx>,
 ) -> Result<Option<Duration>, ReconcileError> {
@@ -93,19 +84,9 @@ async fn run(
     plugin: Plugin,
     event_at: Option<tokio::time::Instant>,
 ) -> Result<Option<Duration>, ReconcileError> {
-    // Semaphores are never closed, so acquiring cannot fail; hold the global permit for the
-    // whole call so the host-wide bound covers host calls too.
-    let _global = ctx.shared.global.acquire().await.ok();
-    let _own = ctx.permits.acquire().await.ok();
-    let _active = ctx.shared.metrics.active(plugin.info().name.as_str());
+    let _admitted = admit(&ctx, &plugin, event_at).await;
     let started = std::time::Instant::now();
     let info = plugin.info();
-    if let Some(at) = event_at {
-        // Watch event received → the plugin is about to be called, permits held.
-        ctx.shared
-            .metrics
-            .event_to_reconcile(info.name.as_str(), at.elapsed());
-    }
     let meta = obj.meta();
     let deleting = meta.deletion_timestamp.is_some();
     let has_finalizer = |f: &str| meta.finalizers.iter().flatten().any(|x| x == f);
@@ -162,14 +143,8 @@ async fn run(
     };
 
     ctx.shared.metrics.usage(info.name.as_str(), &usage);
-    if cleanup
-        && outcome == Outcome::Action(runtime::Action::Done)
-        && let Some(f) = &info.finalizer
-    {
-        finalizer::remove(&api, &meta, f, &info.name)
-            .await
-            .map_err(finalizer_error)?;
-        tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
+    if cleanup && outcome == Outcome::Action(runtime::Action::Done) {
+        remove_finalizer(&api, &meta, &target, &plugin).await?;
     }
     Ok(settle(
         &ctx,
@@ -181,6 +156,59 @@ async fn run(
         started.elapsed(),
     )
     .await)
+}
+
+/// Removes the plugin's finalizer from an object whose cleanup is done, so that its deletion
+/// can complete.
+async fn remove_finalizer(
+    api: &kube::Api<kube::api::DynamicObject>,
+    meta: &ObjectMeta,
+    target: &ObjectRef,
+    plugin: &Plugin,
+) -> Result<(), ReconcileError> {
+    let info = plugin.info();
+    let Some(f) = &info.finalizer else {
+        return Ok(());
+    };
+    finalizer::remove(api, meta, f, &info.name)
+        .await
+        .map_err(|source| ReconcileError::Finalizer {
+            target: Box::new(target.clone()),
+            source: Box::new(source),
+        })?;
+    tracing::info!(finalizer = %f, "cleanup done; finalizer removed");
+    Ok(())
+}
+
+/// What a reconcile holds while it runs: the host's and the plugin's concurrency permits and
+/// its `active_workers` slot, all released when it is dropped.
+struct Admitted<'a> {
+    _global: Option<SemaphorePermit<'a>>,
+    _own: Option<SemaphorePermit<'a>>,
+    _active: ActiveWorker,
+}
+
+/// Waits for the permits of one reconcile of `plugin`, then records the time from its watch
+/// event (`event_at`) to now, when the plugin is about to be called.
+async fn admit<'a>(
+    ctx: &'a PluginCtx,
+    plugin: &Plugin,
+    event_at: Option<tokio::time::Instant>,
+) -> Admitted<'a> {
+    let name = plugin.info().name.as_str();
+    // Semaphores are never closed, so acquiring cannot fail; the global permit is held for
+    // the whole call so the host-wide bound covers host calls too.
+    let global = ctx.shared.global.acquire().await.ok();
+    let own = ctx.permits.acquire().await.ok();
+    let active = ctx.shared.metrics.active(name);
+    if let Some(at) = event_at {
+        ctx.shared.metrics.event_to_reconcile(name, at.elapsed());
+    }
+    Admitted {
+        _global: global,
+        _own: own,
+        _active: active,
+    }
 }
 
 /// The request for `obj`: its cached JSON text (trimmed when cached), which the runtime
@@ -290,7 +318,7 @@ async fn report(
 }
 
 /// The Event reference of a primary object with metadata `meta`.
-pub fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
+pub(crate) fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
     ObjectReference {
         api_version: Some(target.api_version()),
         kind: Some(target.kind.kind.clone()),
@@ -304,7 +332,7 @@ pub fn reference(meta: &ObjectMeta, target: &ObjectRef) -> ObjectReference {
 
 /// What the controller does when [`reconcile`] itself failed: retry with the object's
 /// backoff (the delay returned).
-pub fn error_policy(
+pub(crate) fn error_policy(
     _obj: Arc<CachedObject>,
     error: &ReconcileError,
     ctx: Arc<PluginCtx>,

@@ -46,7 +46,7 @@ use tokio::time::Instant;
 use super::throttle::{ObjectRate, Throttle};
 
 /// The objects waiting, ready and running, and the delayed requeues.
-pub struct WorkQueue<K> {
+pub(crate) struct WorkQueue<K> {
     /// Ready to start, in order.
     ready: VecDeque<K>,
     /// Waiting: ready, or triggered while running (then ready once its reconcile ends).
@@ -71,7 +71,7 @@ impl<K: Hash + Eq + Clone> Default for WorkQueue<K> {
 
 impl<K: Hash + Eq + Clone> WorkQueue<K> {
     /// An empty queue, rate-limited per object by `rate` if given.
-    pub fn new(rate: Option<ObjectRate>) -> Self {
+    pub(crate) fn new(rate: Option<ObjectRate>) -> Self {
         Self {
             ready: VecDeque::new(),
             waiting: HashSet::new(),
@@ -86,7 +86,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 
     /// A trigger for `key`, due now; replaces a delayed requeue of it. An object that waits
     /// (a requeue) while its bucket is empty is made ready when its next token comes instead.
-    pub fn add(&mut self, key: K) {
+    pub(crate) fn add(&mut self, key: K) {
         if let Some(at) = self.due.remove(&key) {
             self.delayed.remove(&at);
             let next = self
@@ -109,7 +109,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 
     /// A requeue of `key` after `delay`, unless it waits already or an earlier requeue is
     /// kept.
-    pub fn add_after(&mut self, key: K, delay: Duration) {
+    pub(crate) fn add_after(&mut self, key: K, delay: Duration) {
         if self.waiting.contains(&key) {
             return;
         }
@@ -132,7 +132,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 
     /// The next ready object; it is running from now until [`done`](Self::done). A ready
     /// object whose bucket is empty is moved to wait for its next token instead.
-    pub fn pop(&mut self) -> Option<K> {
+    pub(crate) fn pop(&mut self) -> Option<K> {
         let now = Instant::now();
         while let Some(key) = self.ready.pop_front() {
             self.waiting.remove(&key);
@@ -150,7 +150,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
     }
 
     /// The objects the rate limit held back since the last call, for the caller to report.
-    pub fn take_throttled(&mut self) -> Vec<K> {
+    pub(crate) fn take_throttled(&mut self) -> Vec<K> {
         std::mem::take(&mut self.throttled)
     }
 
@@ -164,7 +164,7 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 
     /// The reconcile of `key` ended (or never started); if it was triggered meanwhile, it is
     /// ready again.
-    pub fn done(&mut self, key: &K) {
+    pub(crate) fn done(&mut self, key: &K) {
         self.running.remove(key);
         if self.waiting.contains(key) {
             self.ready.push_back(key.clone());
@@ -196,19 +196,19 @@ impl<K: Hash + Eq + Clone> WorkQueue<K> {
 }
 
 /// How the loop runs: its bounds, and who hears of objects the rate limit holds back.
-pub struct Settings<F> {
+pub(crate) struct Settings<F> {
     /// Reconciles at once (0: no limit).
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// The per-object rate limit, if any.
-    pub rate: Option<ObjectRate>,
+    pub(crate) rate: Option<ObjectRate>,
     /// Called for each object the rate limit holds back (for the operator's metrics).
-    pub on_throttled: F,
+    pub(crate) on_throttled: F,
 }
 
 /// Reconciles the objects `triggers` name until `shutdown` (see the module's guarantees).
 /// `start` gives the reconcile of an object, `None` when it cannot start (the object is
 /// gone); the reconcile gives the delay after which to requeue it, if any.
-pub async fn run<K, T, S, R, F>(
+pub(crate) async fn run<K, T, S, R, F>(
     triggers: T,
     settings: Settings<F>,
     mut start: S,

@@ -36,7 +36,7 @@ pub struct ObjectRate {
 
 /// The token buckets of one plugin's objects.
 #[derive(Debug)]
-pub struct Throttle<K> {
+pub(crate) struct Throttle<K> {
     rate: ObjectRate,
     /// When each object's bucket is full again (its theoretical arrival time); an object
     /// without an entry has a full bucket.
@@ -54,7 +54,7 @@ const SWEEP_MIN: usize = 64;
 
 impl<K: Hash + Eq + Clone> Throttle<K> {
     /// Buckets for `rate`, all full.
-    pub fn new(rate: ObjectRate) -> Self {
+    pub(crate) fn new(rate: ObjectRate) -> Self {
         Self {
             rate,
             full_at: HashMap::new(),
@@ -65,7 +65,7 @@ impl<K: Hash + Eq + Clone> Throttle<K> {
 
     /// Takes a token of `key`'s bucket at `now`: `Ok` when it had one, else `Err` with when
     /// its next token comes.
-    pub fn take(&mut self, key: &K, now: Instant) -> Result<(), Instant> {
+    pub(crate) fn take(&mut self, key: &K, now: Instant) -> Result<(), Instant> {
         if let Some(next) = self.next_token(key, now) {
             return Err(next);
         }
@@ -82,7 +82,7 @@ impl<K: Hash + Eq + Clone> Throttle<K> {
     }
 
     /// When `key`'s next token comes, if its bucket is empty at `now` (`None`: it has one).
-    pub fn next_token(&self, key: &K, now: Instant) -> Option<Instant> {
+    pub(crate) fn next_token(&self, key: &K, now: Instant) -> Option<Instant> {
         let tolerance = self.rate.interval * self.rate.burst.saturating_sub(1);
         let full_at = self.full_at.get(key).copied()?.max(now);
         // `full_at - now` is the time the tokens already taken need to come back.

@@ -14,11 +14,11 @@ use wasmop_core::cluster::ClusterError;
 
 /// A kind as the API server serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// Group, version, kind and plural.
-    pub resource: ApiResource,
+    pub(crate) resource: ApiResource,
     /// Whether objects of the kind live in namespaces.
-    pub namespaced: bool,
+    pub(crate) namespaced: bool,
 }
 
 /// A caching GVK resolver. Cheap to clone.
@@ -42,7 +42,7 @@ impl Resolver {
     /// # Errors
     /// `NotFound` when the API server does not serve the kind (for a custom resource: its CRD
     /// is not installed or not established yet); `Unavailable` when discovery itself failed.
-    pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ClusterError> {
+    pub(crate) async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ClusterError> {
         if let Some(hit) = self.cached(gvk) {
             return Ok(hit);
         }
@@ -78,13 +78,6 @@ impl Resolver {
             cache.insert(gvk.clone(), resolved.clone());
         }
         Ok(resolved)
-    }
-
-    /// Forgets `gvk`, so the next call asks the API server again (after a CRD changed).
-    pub fn forget(&self, gvk: &GroupVersionKind) {
-        if let Ok(mut cache) = self.cache.write() {
-            cache.remove(gvk);
-        }
     }
 
     fn cached(&self, gvk: &GroupVersionKind) -> Option<Resolved> {

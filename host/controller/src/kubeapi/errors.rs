@@ -12,12 +12,12 @@ use wasmop_core::cluster::ClusterError;
 /// Attempts per call, the first included. 5 attempts with delays of 100, 200, 400 and 800 ms
 /// (±jitter) ride out an apiserver restart's first seconds or a burst of throttling, while
 /// keeping a reconcile's worst case well inside the default 10 s deadline.
-pub const ATTEMPTS: u32 = 5;
+pub(crate) const ATTEMPTS: u32 = 5;
 /// The first retry delay.
-pub const FIRST_DELAY: Duration = Duration::from_millis(100);
+pub(crate) const FIRST_DELAY: Duration = Duration::from_millis(100);
 
 /// Whether an error is worth another attempt.
-pub fn is_transient(error: &kube::Error) -> bool {
+pub(crate) fn is_transient(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => status.code == 429 || status.code >= 500,
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
@@ -26,7 +26,7 @@ pub fn is_transient(error: &kube::Error) -> bool {
 }
 
 /// Maps a final error onto the plugin-visible cases.
-pub fn classify(error: kube::Error) -> ClusterError {
+pub(crate) fn classify(error: kube::Error) -> ClusterError {
     match error {
         kube::Error::Api(status) => {
             let message = if status.message.is_empty() {
@@ -54,13 +54,13 @@ pub fn classify(error: kube::Error) -> ClusterError {
 
 /// The delay before retry `attempt` (1-based): doubling from [`FIRST_DELAY`], with up to 50%
 /// jitter taken off so that many clients do not retry in step.
-pub fn retry_delay(attempt: u32) -> Duration {
+pub(crate) fn retry_delay(attempt: u32) -> Duration {
     let base = FIRST_DELAY.saturating_mul(1 << attempt.saturating_sub(1).min(16));
     base.mul_f64(1.0 - fastrand::f64() * 0.5)
 }
 
 /// Runs `call` until it succeeds, fails permanently, or [`ATTEMPTS`] run out.
-pub async fn retrying<T, F, Fut>(what: &str, mut call: F) -> Result<T, ClusterError>
+pub(crate) async fn retrying<T, F, Fut>(what: &str, mut call: F) -> Result<T, ClusterError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,

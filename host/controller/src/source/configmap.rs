@@ -32,7 +32,7 @@ use super::{Component, SourceError, Update};
 
 /// The components a ConfigMap holds: its `binaryData` keys ending in `.wasm`, in key order, or
 /// the first `.wasm` key found under `data` instead.
-pub fn components(cm: &ConfigMap) -> Result<Vec<Component>, SourceError> {
+pub(crate) fn components(cm: &ConfigMap) -> Result<Vec<Component>, SourceError> {
     let is_component = |key: &String| key.ends_with(".wasm") && !key.starts_with('.');
     if let Some(key) = cm
         .data

@@ -40,7 +40,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(50);
 /// How long a directory must be quiet before it is read early, as a hint (see
 /// [`Update::early`]): the writes of a local copy and a rename into place come closer together
 /// than this, so the early read usually sees the whole new file.
-pub const HINT_QUIET: Duration = Duration::from_millis(5);
+pub(crate) const HINT_QUIET: Duration = Duration::from_millis(5);
 
 /// Early reads per burst at most: a slow copy pausing often is not read over and over.
 const MAX_HINTS: u32 = 4;

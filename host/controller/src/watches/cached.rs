@@ -116,7 +116,10 @@ impl CachedObject {
 
     /// Keeps an object as a shared watch decoded it (trimmed already), with `apiVersion` and
     /// `kind` set from `types` when it lacks them (list items do), as text.
-    pub fn from_watched(mut obj: Watched, types: &TypeMeta) -> Result<Self, CachedObjectError> {
+    pub(crate) fn from_watched(
+        mut obj: Watched,
+        types: &TypeMeta,
+    ) -> Result<Self, CachedObjectError> {
         let fields = &mut obj.fields;
         if !fields.contains_key("apiVersion") {
             fields.insert(
@@ -134,12 +137,12 @@ impl CachedObject {
     /// object, a reply), whatever its depth ([`decoded::decode`]), and keeps it as
     /// [`CachedObject::from_watched`] does. The error says what is wrong without quoting the
     /// object.
-    pub fn decode(text: &str, types: &TypeMeta) -> Result<Self, DecodeError> {
+    pub(crate) fn decode(text: &str, types: &TypeMeta) -> Result<Self, DecodeError> {
         Self::from_decoded(decoded::decode(text)?, types)
     }
 
     /// [`CachedObject::from_watched`] with the error told as [`CachedObject::decode`] tells it.
-    pub fn from_decoded(watched: Watched, types: &TypeMeta) -> Result<Self, DecodeError> {
+    pub(crate) fn from_decoded(watched: Watched, types: &TypeMeta) -> Result<Self, DecodeError> {
         Self::from_watched(watched, types).map_err(|e| match &e {
             CachedObjectError::Encode { source, .. } | CachedObjectError::Decode { source, .. } => {
                 DecodeError::describe(source)
@@ -193,12 +196,12 @@ impl CachedObject {
     }
 
     /// The object's name (empty if it has none).
-    pub fn name(&self) -> Cow<'_, str> {
+    pub(crate) fn name(&self) -> Cow<'_, str> {
         self.key().name
     }
 
     /// The object's namespace; `None` for a cluster-scoped object.
-    pub fn namespace(&self) -> Option<Cow<'_, str>> {
+    pub(crate) fn namespace(&self) -> Option<Cow<'_, str>> {
         Some(self.key().namespace).filter(|ns| !ns.is_empty())
     }
 
@@ -249,12 +252,12 @@ impl CachedObject {
     }
 
     /// The object's labels (empty when it has none), read from the text.
-    pub fn labels(&self) -> Result<BTreeMap<String, String>, CachedObjectError> {
+    pub(crate) fn labels(&self) -> Result<BTreeMap<String, String>, CachedObjectError> {
         Ok(self.metadata::<Labels>()?.labels.unwrap_or_default())
     }
 
     /// The object's annotations (empty when it has none), read from the text.
-    pub fn annotations(&self) -> Result<BTreeMap<String, String>, CachedObjectError> {
+    pub(crate) fn annotations(&self) -> Result<BTreeMap<String, String>, CachedObjectError> {
         Ok(self
             .metadata::<Annotations>()?
             .annotations
@@ -262,7 +265,7 @@ impl CachedObject {
     }
 
     /// The object's owner references (empty when it has none), read from the text.
-    pub fn owner_references(&self) -> Result<Vec<OwnerReference>, CachedObjectError> {
+    pub(crate) fn owner_references(&self) -> Result<Vec<OwnerReference>, CachedObjectError> {
         Ok(self
             .metadata::<Owners>()?
             .owner_references

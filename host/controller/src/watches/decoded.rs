@@ -46,7 +46,7 @@ pub struct Watched {
 
 /// One top-level field of a [`Watched`] object.
 #[derive(Clone, Debug)]
-pub enum Field {
+pub(crate) enum Field {
     /// Decoded: written back as serde_json writes a `Value`.
     Value(Value),
     /// Nested too deeply for a `Value`: kept as the text the API server sent.
@@ -65,25 +65,25 @@ impl Serialize for Field {
 /// The identity fields of an object's metadata.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Identity {
+pub(crate) struct Identity {
     /// `metadata.name`.
     #[serde(default)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// `metadata.namespace`.
     #[serde(default)]
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     /// `metadata.uid`.
     #[serde(default)]
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
     /// `metadata.resourceVersion`.
     #[serde(default)]
-    pub resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
 }
 
 impl Identity {
     /// The identity of the object `text`, read without recursing into anything else (every
     /// other field is skipped iteratively); `None` if even that is unreadable.
-    pub fn read(text: &str) -> Option<Identity> {
+    pub(crate) fn read(text: &str) -> Option<Identity> {
         #[derive(Deserialize)]
         struct Object {
             #[serde(default)]
@@ -95,7 +95,7 @@ impl Identity {
     }
 
     /// `namespace/name`, or `name` for a cluster-scoped object, for messages.
-    pub fn display_name(&self) -> String {
+    pub(crate) fn display_name(&self) -> String {
         let name = self.name.as_deref().unwrap_or("<unnamed>");
         match &self.namespace {
             Some(ns) => format!("{ns}/{name}"),
@@ -116,7 +116,7 @@ impl DecodeError {
     /// a position, but its data errors quote the value they refused (a whole string field,
     /// for one, or an unknown name in backquotes), which must not reach a log line or an
     /// Event: what is quoted is cut out, and the rest cut to [`MAX_DESCRIPTION`].
-    pub fn describe(error: &serde_json::Error) -> Self {
+    pub(crate) fn describe(error: &serde_json::Error) -> Self {
         use serde_json::error::Category;
         let mut description = error.to_string();
         if error.classify() == Category::Data {
@@ -143,7 +143,7 @@ impl DecodeError {
 
 /// The longest description of a decoding error: serde_json's own messages are far shorter;
 /// this only bounds one that quotes something this module does not know to cut.
-pub const MAX_DESCRIPTION: usize = 200;
+pub(crate) const MAX_DESCRIPTION: usize = 200;
 
 /// Decodes the object `text`, trimmed, whatever its depth (see the module's documentation).
 pub fn decode(text: &str) -> Result<Watched, DecodeError> {
@@ -156,7 +156,7 @@ pub fn decode(text: &str) -> Result<Watched, DecodeError> {
 /// One watch event's `type` and object in one pass over the line, the object read the first
 /// way of [`decode`]: what ordinary events cost. `None` if that fails; the caller then reads
 /// the event's object apart ([`super::listwatch::raw_event`]) and decodes it.
-pub fn decode_event(line: &str) -> Option<(Cow<'_, str>, Watched)> {
+pub(crate) fn decode_event(line: &str) -> Option<(Cow<'_, str>, Watched)> {
     #[derive(Deserialize)]
     struct WatchEvent<'a> {
         #[serde(rename = "type", borrow)]
@@ -170,7 +170,7 @@ pub fn decode_event(line: &str) -> Option<(Cow<'_, str>, Watched)> {
 
 /// The object `text` decoded by [`decode`] and written back as text: trimmed, as it is,
 /// without `apiVersion`/`kind` added (an API server's reply to a get or a write names them).
-pub fn trimmed_text(text: &str) -> Result<String, DecodeError> {
+pub(crate) fn trimmed_text(text: &str) -> Result<String, DecodeError> {
     let watched = decode(text)?;
     serde_json::to_string(&watched.fields).map_err(|e| DecodeError::describe(&e))
 }
@@ -199,12 +199,12 @@ fn decode_raw(text: &str) -> Result<Watched, DecodeError> {
 
 impl Watched {
     /// The object's identity.
-    pub fn identity(&self) -> &Identity {
+    pub(crate) fn identity(&self) -> &Identity {
         &self.identity
     }
 
     /// The object's namespace and name, for messages.
-    pub fn display_name(&self) -> String {
+    pub(crate) fn display_name(&self) -> String {
         self.identity.display_name()
     }
 }

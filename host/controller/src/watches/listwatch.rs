@@ -92,7 +92,7 @@ impl ListWatchError {
 }
 
 /// One shared watch's list-then-watch loop.
-pub struct ListWatch {
+pub(crate) struct ListWatch {
     client: Client,
     /// The collection's URL path (all namespaces or one).
     url: String,
@@ -106,7 +106,7 @@ pub struct ListWatch {
 
 impl ListWatch {
     /// A loop over the collection at `url` (from `Api::resource_url`) of kind `types`.
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         url: String,
         types: TypeMeta,
@@ -124,7 +124,7 @@ impl ListWatch {
     }
 
     /// Lists and watches for ever, handing each event to `deliver`.
-    pub async fn run(self, mut deliver: impl FnMut(Event<CachedObject>)) {
+    pub(crate) async fn run(self, mut deliver: impl FnMut(Event<CachedObject>)) {
         let mut backoff = DefaultBackoff::default();
         // The resourceVersion to watch from; none: list first.
         let mut from: Option<String> = None;
@@ -252,7 +252,7 @@ impl ListWatch {
 /// One watch event with its object decoded (see [`decode_event`]).
 pub struct DecodedEvent<'a> {
     /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
-    pub kind: Cow<'a, str>,
+    pub(crate) kind: Cow<'a, str>,
     /// The object, or why it does not decode.
     pub object: Result<Watched, DecodeError>,
 }
@@ -275,7 +275,7 @@ pub fn decode_event(line: &str) -> Result<DecodedEvent<'_>, ListWatchError> {
 }
 
 /// One line of a watch: its change, if it is one the cache takes.
-pub fn event(
+pub(crate) fn event(
     line: &str,
     rv: &mut String,
     types: &TypeMeta,
@@ -368,18 +368,18 @@ fn key_only(identity: &Identity, types: &TypeMeta) -> Option<CachedObject> {
 
 /// One watch event as the API server sends it, its object not yet read.
 #[derive(Deserialize)]
-pub struct RawEvent<'a> {
+pub(crate) struct RawEvent<'a> {
     /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
     #[serde(rename = "type", borrow)]
-    pub kind: Cow<'a, str>,
+    pub(crate) kind: Cow<'a, str>,
     /// The object (or the `Status` of an `ERROR`), as a slice of the line.
     #[serde(borrow)]
-    pub object: &'a RawValue,
+    pub(crate) object: &'a RawValue,
 }
 
 /// Reads one line of a watch as its type and its undecoded object: serde_json skips the
 /// object without recursing into it.
-pub fn raw_event(line: &str) -> Result<RawEvent<'_>, ListWatchError> {
+pub(crate) fn raw_event(line: &str) -> Result<RawEvent<'_>, ListWatchError> {
     serde_json::from_str(line).map_err(|e| ListWatchError::Malformed {
         what: "watch event",
         source: DecodeError::describe(&e),
@@ -397,13 +397,13 @@ struct WatchStatus {
 
 /// One list page's objects (those that decode) and where the list goes on.
 #[derive(Debug)]
-pub struct Page {
+pub(crate) struct Page {
     /// The objects that decoded, in order.
-    pub objects: Vec<CachedObject>,
+    pub(crate) objects: Vec<CachedObject>,
     /// The list's resourceVersion.
-    pub resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
     /// The token for the next page, if there is one.
-    pub continue_token: Option<String>,
+    pub(crate) continue_token: Option<String>,
 }
 
 /// One list page as the API server sends it, its items not yet read.
@@ -436,7 +436,7 @@ pub fn raw_page(text: &str) -> Result<RawPage<'_>, ListWatchError> {
 
 /// Reads the list page `text`: each item on its own, those that do not decode skipped and
 /// reported to `skipped` (none: only logged, without their content).
-pub fn page(
+pub(crate) fn page(
     text: &str,
     types: &TypeMeta,
     skipped: Option<&Skipped>,

@@ -28,10 +28,10 @@ use wasmop_core::cluster::EventType;
 /// Object versions remembered as reported. 4,096 keys of a uid and a resourceVersion are
 /// about 400 KiB at most; past that the oldest are forgotten, and an object skipped again
 /// after thousands of others is reported again (a repeat, never a loss).
-pub const REMEMBERED: usize = 4096;
+pub(crate) const REMEMBERED: usize = 4096;
 
 /// The reporter Events about skipped objects are written as (`wasmop/host`).
-pub const REPORTER: &str = "host";
+pub(crate) const REPORTER: &str = "host";
 
 /// Counts and reports skipped objects for every shared watch. Cheap to share behind an `Arc`.
 pub struct Skipped {
@@ -76,7 +76,7 @@ impl Skipped {
     /// Counts the object `text` of kind `types` as skipped for `error`, and reports it unless
     /// this version of it was reported already. Returns whether it was reported. Never
     /// waits: the Event is queued by a task of its own.
-    pub fn report(&self, types: &TypeMeta, text: &str, error: &DecodeError) -> bool {
+    pub(crate) fn report(&self, types: &TypeMeta, text: &str, error: &DecodeError) -> bool {
         let kind = format!("{}/{}", types.api_version, types.kind);
         self.metrics.watch_object_skipped(&kind);
         let identity = Identity::read(text);
@@ -130,7 +130,7 @@ impl Skipped {
 
 /// Logs the object `text` of kind `types` as skipped for `error`, without its content, for
 /// a reader that skips an object outside the shared watches (and reports nothing else).
-pub fn log(types: &TypeMeta, text: &str, error: &DecodeError) {
+pub(crate) fn log(types: &TypeMeta, text: &str, error: &DecodeError) {
     let kind = format!("{}/{}", types.api_version, types.kind);
     log_line(&kind, Identity::read(text).as_ref(), text, error);
 }

@@ -31,14 +31,14 @@ use super::CachedObject;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
     /// The namespace, `None` for a cluster-scoped object.
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     /// The name.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl ObjectKey {
     /// The key of `name` in `namespace`.
-    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+    pub(crate) fn new(namespace: Option<&str>, name: &str) -> Self {
         Self {
             namespace: namespace.map(str::to_owned),
             name: name.to_owned(),
@@ -46,7 +46,7 @@ impl ObjectKey {
     }
 
     /// The key of `obj`.
-    pub fn of(obj: &CachedObject) -> Self {
+    pub(crate) fn of(obj: &CachedObject) -> Self {
         let (namespace, name) = obj.key_parts();
         Self {
             namespace: Some(namespace.into_owned()).filter(|ns| !ns.is_empty()),
@@ -89,13 +89,8 @@ impl Store {
     }
 
     /// How many objects are cached.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.read().len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashSet<Entry>> {

@@ -20,7 +20,7 @@ use super::selector::{LabelSelector, SelectorError};
 
 /// The longest object name the API server accepts (a DNS-1123 subdomain, 253 characters; the
 /// path-segment names of RBAC kinds share the bound).
-pub const MAX_NAME_LEN: usize = 253;
+pub(crate) const MAX_NAME_LEN: usize = 253;
 /// The longest namespace, version or kind: a DNS-1123 label, 63 characters.
 pub const MAX_LABEL_LEN: usize = 63;
 /// The longest API group: a DNS-1123 subdomain, 253 characters.
@@ -28,10 +28,10 @@ pub const MAX_GROUP_LEN: usize = 253;
 /// The longest label selector a plugin may send. The API server sets no bound of its own
 /// beyond its request-line limit; a selector of a few dozen requirements fits in a fraction of
 /// this, and the cap keeps a hostile one from becoming a megabyte query string.
-pub const MAX_SELECTOR_LEN: usize = 4 << 10;
+pub(crate) const MAX_SELECTOR_LEN: usize = 4 << 10;
 /// How much of a refused value an error message quotes: enough to recognise it, never enough
 /// to carry a payload into a log line or an Event.
-pub const QUOTED_CHARS: usize = 64;
+pub(crate) const QUOTED_CHARS: usize = 64;
 
 /// A plugin-supplied identifier the host refuses. Its message names the field and quotes the
 /// value escaped and cut, so it is safe in any log line, Event or terminal.
@@ -153,7 +153,7 @@ fn is_label(s: &str) -> bool {
 /// narrowed to the characters Kubernetes names use and a URL path segment carries unescaped
 /// (letters, digits, `-._:@~+`: DNS-1123 subdomains, and RBAC names such as
 /// `system:controller:job-controller`), at most [`MAX_NAME_LEN`] characters.
-pub fn check_name(field: &str, name: &str) -> Result<(), NameError> {
+pub(crate) fn check_name(field: &str, name: &str) -> Result<(), NameError> {
     bounded(field, name, MAX_NAME_LEN)?;
     if name == "." || name == ".." {
         return Err(refuse(field, name, Problem::DotSegment));
@@ -189,7 +189,7 @@ pub fn check_group(field: &str, group: &str) -> Result<(), NameError> {
 }
 
 /// An API version (`v1`, `v1beta1`): a DNS-1123 label, as CRD versions must be.
-pub fn check_version(field: &str, version: &str) -> Result<(), NameError> {
+pub(crate) fn check_version(field: &str, version: &str) -> Result<(), NameError> {
     bounded(field, version, MAX_LABEL_LEN)?;
     if !is_label(version) {
         return Err(refuse(field, version, Problem::Label));

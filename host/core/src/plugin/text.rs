@@ -110,7 +110,7 @@ pub fn is_unsafe(c: char) -> bool {
 }
 
 /// Writes `text` to `out` escaped: the one function every plugin string goes through.
-pub fn escape(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
+pub(crate) fn escape(out: &mut impl fmt::Write, text: &str) -> fmt::Result {
     let mut rest = text;
     while let Some(at) = rest.find(|c: char| c == '\\' || is_unsafe(c)) {
         out.write_str(&rest[..at])?;
