@@ -186,3 +186,24 @@ pub(crate) fn tiered_runtime(limits: Limits) -> Runtime {
     )
     .expect("a tiered runtime starts")
 }
+
+/// Tests that measure how the low-priority lane behaves (its threads run at `SCHED_IDLE`, so
+/// they get CPU only when nothing else in the process wants it) run alone: every other test
+/// of this binary holds [`shared`] while it runs, a demotion test holds [`alone`], so no
+/// compile or spinning guest of a neighbouring test starves the lane and changes what the
+/// test observes. Outcomes are asserted as before; only the neighbours are kept away.
+static LANE_TESTS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Held by every test that does not measure the lane (see [`LANE_TESTS`]).
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    LANE_TESTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Held by a test that measures the lane: no other test of this binary runs meanwhile.
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    LANE_TESTS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
