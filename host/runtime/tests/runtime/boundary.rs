@@ -153,7 +153,7 @@ async fn attack(guest: &str, policy: Policy) -> (Outcome, Vec<String>, Value, Ar
 
 #[tokio::test]
 async fn identifiers_built_to_change_a_request_are_refused_before_any_call_leaves_the_host() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let (outcome, calls, status, cluster) = attack("unsafe-names", Policy::default()).await;
     let report = status["attacks"].as_str().unwrap_or_default().to_owned();
     assert_eq!(
@@ -184,7 +184,7 @@ async fn identifiers_built_to_change_a_request_are_refused_before_any_call_leave
 
 #[tokio::test]
 async fn an_owned_sensitive_kind_implies_nothing_and_no_secret_call_leaves_the_host() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let (outcome, calls, status, _) = attack("owns-secret", Policy::default()).await;
     assert_eq!(
         status["secrets"],
@@ -225,7 +225,7 @@ async fn an_owned_sensitive_kind_implies_nothing_and_no_secret_call_leaves_the_h
 
 #[tokio::test]
 async fn implied_grants_cover_neither_rbac_nor_writes_to_cluster_scoped_objects() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     // The operator granted `get` on ClusterRoleBinding (so a host would load it), nothing else.
     let policy = Policy {
         explicit: vec![Permission {

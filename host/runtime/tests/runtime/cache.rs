@@ -9,7 +9,7 @@ use crate::support::{bytes_of, healthy_call, load, runtime, test_limits};
 
 #[tokio::test]
 async fn artefact_cache_hits_misses_and_rebuilds_corrupt_entries() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let cached_runtime = || {
         Runtime::new(
@@ -108,7 +108,7 @@ fn only_artefact(dir: &std::path::Path) -> std::path::PathBuf {
 /// by wasmtime), and a misfit is compiled instead of failing.
 #[tokio::test]
 async fn artefacts_of_a_metered_engine_load_only_on_a_metered_one() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let bytes = bytes_of("well-behaved");
     let digest = wasmop_core::plugin::Digest::of(&bytes);
@@ -164,7 +164,7 @@ async fn artefacts_of_a_metered_engine_load_only_on_a_metered_one() {
 
 #[tokio::test]
 async fn a_compilation_started_ahead_is_taken_by_the_load_of_the_same_bytes() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     rt.compile_ahead(b"not a component".to_vec());
     assert_eq!(

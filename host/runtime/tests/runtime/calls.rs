@@ -15,7 +15,7 @@ use crate::support::{
 
 #[tokio::test]
 async fn healthy_plugin_applies_patches_status_and_emits_an_event() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let plugin = load(&rt, "well-behaved").await;
     assert_eq!(plugin.info().name.as_str(), "well-behaved");
@@ -28,7 +28,7 @@ async fn healthy_plugin_applies_patches_status_and_emits_an_event() {
 
 #[tokio::test]
 async fn settings_reach_the_plugin_through_config_get() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let options = LoadOptions {
         config: json!({"requeueMs": 1500}),
@@ -54,7 +54,7 @@ async fn settings_reach_the_plugin_through_config_get() {
 
 #[tokio::test]
 async fn with_options_applies_settings_without_reloading() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let plugin = load(&rt, "well-behaved").await;
     let limits = Limits {
@@ -97,7 +97,7 @@ async fn with_options_applies_settings_without_reloading() {
 
 #[tokio::test]
 async fn cleanup_runs_the_cleanup_export() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let plugin = load(&rt, "well-behaved").await;
     let object = target("gone", "1");
@@ -122,7 +122,7 @@ async fn cleanup_runs_the_cleanup_export() {
 
 #[tokio::test]
 async fn on_demand_allocator_runs_the_same_calls() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = Runtime::new(
         RuntimeConfig::default()
             .allocator(AllocatorChoice::OnDemand)
@@ -139,7 +139,7 @@ async fn on_demand_allocator_runs_the_same_calls() {
 
 #[tokio::test]
 async fn settings_that_are_not_a_json_object_are_refused() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let options = LoadOptions {
         config: json!(["not", "a", "mapping"]),

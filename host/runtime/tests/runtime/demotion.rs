@@ -33,7 +33,7 @@ async fn until_demoted_running(rt: &Runtime, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spinning_call_is_demoted_and_still_times_out_with_its_usage_while_a_healthy_one_works() {
-    let _alone = crate::support::alone();
+    let _alone = crate::support::alone().await;
     // Both compilers: tiered loading runs Winch code through the same epoch callback.
     for compiler in [Compiler::Cranelift, Compiler::Winch] {
         let rt = demoting(Duration::from_millis(20), compiler, 16, test_limits());
@@ -76,7 +76,7 @@ async fn a_spinning_call_is_demoted_and_still_times_out_with_its_usage_while_a_h
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_hostile_guest_keeps_its_typed_outcome_when_demoted_at_once() {
-    let _alone = crate::support::alone();
+    let _alone = crate::support::alone().await;
     // Demoted at the first slice of computing: the limits (memory, host calls and bytes,
     // output, grants, deadline) hold on the lane, and host calls made from there still work.
     let rt = demoting(
@@ -92,7 +92,7 @@ async fn every_hostile_guest_keeps_its_typed_outcome_when_demoted_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demoted_call_dropped_by_its_caller_stops_and_frees_its_slot() {
-    let _alone = crate::support::alone();
+    let _alone = crate::support::alone().await;
     // One instance slot, and a deadline far beyond the test: only cancelling frees the slot.
     let limits = Limits {
         deadline: Duration::from_secs(120),
@@ -125,7 +125,7 @@ async fn a_demoted_call_dropped_by_its_caller_stops_and_frees_its_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
-    let _alone = crate::support::alone();
+    let _alone = crate::support::alone().await;
     // 1000 reads of 2 ms each: seconds spent waiting, each read spanning epoch ticks, and
     // little computing between them. Counting the tick after each read would demote it.
     let limits = Limits {
@@ -151,7 +151,7 @@ async fn waiting_for_the_cluster_does_not_count_towards_demotion() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_whose_last_call_computed_long_starts_on_the_lane_until_a_call_ends_sooner() {
-    let _alone = crate::support::alone();
+    let _alone = crate::support::alone().await;
     let limits = Limits {
         deadline: Duration::from_millis(300),
         ..test_limits()

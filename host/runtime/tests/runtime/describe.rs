@@ -67,7 +67,7 @@ fn declaration(e: &LoadError) -> &DeclarationError {
 
 #[tokio::test]
 async fn a_forged_version_is_refused_naming_the_version_escaped() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let (e, text) = refusal("describe-forged-version", 0).await;
     assert!(
         matches!(declaration(&e), DeclarationError::Version { .. }),
@@ -82,7 +82,7 @@ async fn a_forged_version_is_refused_naming_the_version_escaped() {
 
 #[tokio::test]
 async fn a_huge_version_or_name_is_refused_and_not_carried_in_the_error() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     for (variant, field) in [(0, "version `"), (1, "name `")] {
         let (_, text) = refusal("describe-huge", variant).await;
         assert!(text.contains(field), "{variant}: {text}");
@@ -93,7 +93,7 @@ async fn a_huge_version_or_name_is_refused_and_not_carried_in_the_error() {
 
 #[tokio::test]
 async fn two_hundred_thousand_duplicates_are_refused_by_the_cap() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     for (variant, field, max) in [(0, "owns", 32), (1, "watches", 32)] {
         let (e, text) = refusal("describe-duplicates", variant).await;
         match declaration(&e) {
@@ -109,7 +109,7 @@ async fn two_hundred_thousand_duplicates_are_refused_by_the_cap() {
 
 #[tokio::test]
 async fn every_bad_identifier_is_refused_naming_its_field() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let attacks = [
         "primary.version `v1/namespaces/kube-system/secrets/token?x=`",
         "owns[1].kind `Secret?watch=true`",
@@ -129,7 +129,7 @@ async fn every_bad_identifier_is_refused_naming_its_field() {
 
 #[tokio::test]
 async fn a_looping_describe_ends_at_the_describe_deadline() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let deadline = Duration::from_millis(300);
     let rt = runtime(0, deadline);
     let loaded = rt
@@ -149,7 +149,7 @@ async fn a_looping_describe_ends_at_the_describe_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn looping_describes_do_not_hold_up_a_healthy_load() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     // Long enough that the loops are still running when the healthy load ends, however slow
     // the machine; they are cancelled at the end rather than waited for.
     // More loops than loads compile at once (one per CPU), and instance slots enough that

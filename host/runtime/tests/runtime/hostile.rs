@@ -115,7 +115,7 @@ pub(crate) async fn expect_hostile(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keeps_working() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let healthy = load(&rt, "well-behaved").await;
     let example = load(&rt, "database-config").await;
@@ -139,7 +139,7 @@ async fn hostile_plugins_end_in_their_typed_outcomes_while_a_healthy_plugin_keep
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn winch_compiled_plugins_keep_every_guarantee_and_work_alike() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     // With both allocators: pooled memories (Auto, where the machine can reserve the pool)
     // have large reservations and guard pages, on-demand ones small reservations and
     // explicit bounds checks in the code Winch makes.

@@ -22,7 +22,7 @@ use crate::support::{
 
 #[tokio::test]
 async fn fuel_budget_stops_a_spinning_guest() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let limits = Limits {
         fuel: Some(50_000_000),
         ..test_limits()
@@ -47,7 +47,7 @@ async fn fuel_budget_stops_a_spinning_guest() {
 
 #[tokio::test]
 async fn a_call_reports_its_memory_high_water_mark_and_the_fuel_it_used() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let limits = Limits {
         fuel: Some(5_000_000_000),
         ..test_limits()
@@ -134,7 +134,7 @@ impl Cluster for Stuck {
 
 #[tokio::test]
 async fn deadline_covers_time_spent_in_host_calls() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let limits = Limits {
         deadline: Duration::from_millis(300),
         ..Limits::default()
@@ -156,7 +156,7 @@ async fn deadline_covers_time_spent_in_host_calls() {
 
 #[tokio::test]
 async fn policy_confinement_denies_calls_outside_the_allowed_namespaces() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let options = LoadOptions {
         policy: Policy {
@@ -193,7 +193,7 @@ async fn policy_confinement_denies_calls_outside_the_allowed_namespaces() {
 
 #[tokio::test]
 async fn a_memory_limit_above_the_runtimes_is_refused() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let options = LoadOptions {
         limits: Some(Limits {
@@ -211,7 +211,7 @@ async fn a_memory_limit_above_the_runtimes_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_beyond_the_pool_size_wait_for_a_free_slot() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = Runtime::new(
         RuntimeConfig::default()
             .concurrency(2)
@@ -240,7 +240,7 @@ async fn calls_beyond_the_pool_size_wait_for_a_free_slot() {
 
 #[tokio::test]
 async fn a_metered_runtime_runs_plugins_without_a_budget_and_stops_those_over_theirs() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = Runtime::new(
         RuntimeConfig::default()
             .concurrency(2)
@@ -303,7 +303,7 @@ async fn a_metered_runtime_runs_plugins_without_a_budget_and_stops_those_over_th
 
 #[tokio::test]
 async fn a_fuel_budget_on_an_unmetered_runtime_is_refused_with_the_reason() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = runtime();
     let options = LoadOptions {
         limits: Some(Limits {

@@ -5,7 +5,7 @@ use crate::support::{bytes_of, load_err, runtime, test_limits, tiered_runtime};
 
 #[tokio::test]
 async fn bad_files_are_refused_with_the_reason() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     // A tiered runtime refuses them alike: what Winch cannot compile goes to Cranelift.
     for rt in [runtime(), tiered_runtime(test_limits())] {
         let healthy = bytes_of("well-behaved");
@@ -62,7 +62,6 @@ async fn bad_files_are_refused_with_the_reason() {
 
 #[test]
 fn newer_major_fixture_differs_from_the_contract_only_in_its_version() {
-    let _shared = crate::support::shared();
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let real = std::fs::read_to_string(format!("{root}/wit/plugin.wit")).expect("wit");
     let copy = std::fs::read_to_string(format!("{root}/tests/hostile/newer-major/wit/plugin.wit"))

@@ -192,18 +192,14 @@ pub(crate) fn tiered_runtime(limits: Limits) -> Runtime {
 /// of this binary holds [`shared`] while it runs, a demotion test holds [`alone`], so no
 /// compile or spinning guest of a neighbouring test starves the lane and changes what the
 /// test observes. Outcomes are asserted as before; only the neighbours are kept away.
-static LANE_TESTS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+static LANE_TESTS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// Held by every test that does not measure the lane (see [`LANE_TESTS`]).
-pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
-    LANE_TESTS
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+pub async fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    LANE_TESTS.read().await
 }
 
 /// Held by a test that measures the lane: no other test of this binary runs meanwhile.
-pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
-    LANE_TESTS
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+pub async fn alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    LANE_TESTS.write().await
 }

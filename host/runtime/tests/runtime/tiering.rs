@@ -94,7 +94,7 @@ impl Cluster for Gated {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tiered_load_serves_on_winch_code_until_cranelift_code_of_the_same_digest_takes_over() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = RuntimeConfig::default()
         .concurrency(4)
@@ -175,7 +175,7 @@ async fn a_tiered_load_serves_on_winch_code_until_cranelift_code_of_the_same_dig
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replaced_versions_late_cranelift_code_is_discarded() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = tiered_runtime(test_limits());
     let old = load(&rt, "well-behaved").await;
     assert_eq!(old.compiler(), Compiler::Winch);
@@ -210,7 +210,7 @@ async fn a_replaced_versions_late_cranelift_code_is_discarded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_plugins_end_in_their_typed_outcomes_on_the_winch_code_of_a_tiered_load() {
-    let _shared = crate::support::shared();
+    let _shared = crate::support::shared().await;
     let rt = tiered_runtime(test_limits());
     // The largest guest first: its background compilation keeps the hostile ones' queued
     // behind it while their calls start on Winch code.
