@@ -24,20 +24,21 @@ const CLIENT_SIDE: &[&str] = &[
 /// What the runtime owns: only it (and what is above it) may pull wasmtime in.
 const WASM_SIDE: &[&str] = &["wasmtime", "wasmtime-wasi"];
 
-/// The package names in `package`'s dependency tree over the `edges` kinds, for the host
+/// The package names `cargo tree` prints with `args` (one `{p}` per line), for the host
 /// platform.
-fn closure(package: &str, edges: &str) -> BTreeSet<String> {
+fn tree(args: &[&str]) -> BTreeSet<String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(&workspace)
-        .args(["tree", "--locked", "-p", package, "-e", edges])
+        .args(["tree", "--locked"])
+        .args(args)
         .args(["--prefix", "none", "--format", "{p}"])
         .output()
         .expect("cargo tree runs");
     assert!(
         out.status.success(),
-        "cargo tree -p {package} failed: {}",
+        "cargo tree {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout)
@@ -46,6 +47,11 @@ fn closure(package: &str, edges: &str) -> BTreeSet<String> {
         .filter_map(|line| line.split_whitespace().next())
         .map(str::to_owned)
         .collect()
+}
+
+/// The package names in `package`'s dependency tree over the `edges` kinds.
+fn closure(package: &str, edges: &str) -> BTreeSet<String> {
+    tree(&["-p", package, "-e", edges])
 }
 
 fn assert_none_of(package: &str, edges: &str, banned: &[&str]) {
@@ -102,26 +108,14 @@ fn crates_depend_only_downwards() {
 
 #[test]
 fn nothing_depends_on_the_binary() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(&workspace)
-        .args(["tree", "--locked", "--workspace", "-e", "normal,dev,build"])
-        .args(["--invert", "wasmop", "--prefix", "none", "--format", "{p}"])
-        .output()
-        .expect("cargo tree runs");
-    assert!(
-        out.status.success(),
-        "cargo tree --invert wasmop failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dependents: BTreeSet<String> = String::from_utf8(out.stdout)
-        .expect("cargo tree prints UTF-8")
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .filter(|name| *name != "wasmop")
-        .map(str::to_owned)
-        .collect();
+    let mut dependents = tree(&[
+        "--workspace",
+        "-e",
+        "normal,dev,build",
+        "--invert",
+        "wasmop",
+    ]);
+    dependents.remove("wasmop");
     assert!(
         dependents.is_empty(),
         "the binary crate `wasmop` must be a leaf, but {dependents:?} depend on it"
