@@ -49,6 +49,7 @@ fn check_prints_what_a_plugin_declares() {
         "load time:",
         "(compiled)",
         "digest:      sha256:",
+        "contract:    wasmop:plugin@0.2.0",
     ] {
         assert!(
             stdout.contains(expected),
@@ -61,6 +62,17 @@ fn check_prints_what_a_plugin_declares() {
                 .expect("file")
                 .len()
         )));
+}
+
+#[test]
+fn check_names_the_contract_a_plugin_was_built_against() {
+    let out = run(&["check", &guest("contract-0-1")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("contract:    wasmop:plugin@0.1.0"),
+        "a 0.1 plugin still loads, and says so:\n{stdout}"
+    );
 }
 
 #[test]

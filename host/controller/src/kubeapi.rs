@@ -7,6 +7,8 @@
 //!   any depth the API server stores can be read, written and listed.
 //! - `apply` and apply patches are server-side apply with the field manager `wasmop/<plugin>`
 //!   and force; other writes carry the same field manager.
+//! - `list-owned` of a watched kind is answered from the cache's owner index (no request,
+//!   nothing else read); of another kind, by one list request filtered here.
 //! - Transient failures (429, 5xx, transport) are retried ([`errors::retrying`]); the rest map
 //!   onto the WIT `kube-error` cases ([`errors::classify`]).
 
@@ -19,9 +21,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, GetParams, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DynamicObject, GetParams, ListParams, Patch, PatchParams, PostParams};
 
 use self::discovery::{Resolved, Resolver};
 use self::errors::retrying;
@@ -29,7 +29,7 @@ use crate::events::{EventSink, Record};
 use crate::watches::{CachedObject, CachedObjectError, Watches, decoded, listwatch};
 use wasmop_core::cluster::selector::LabelSelector;
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
 };
 use wasmop_core::plugin::PluginName;
 
@@ -82,6 +82,40 @@ impl KubeCluster {
         if let Some(store) = self.watches.cache_for(&resolved.resource, namespace) {
             return select(store.state(), namespace, parsed.as_ref());
         }
+        let listed = self.list_api(resolved, namespace, label_selector).await?;
+        Ok(listed.iter().map(|o| o.text().to_owned()).collect())
+    }
+
+    /// Lists the objects owned by `owner_uid` in one namespace, or in all with `None`: from
+    /// the owner index of the cache when one covers it, otherwise from one list request.
+    async fn list_owned_in(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, ClusterError> {
+        let owned = match self.watches.cache_for(&resolved.resource, namespace) {
+            Some(store) => store.owned_by(owner_uid),
+            None => {
+                let mut listed = self.list_api(resolved, namespace, None).await?;
+                listed.retain(|o| o.owner_uids().iter().any(|uid| &**uid == owner_uid));
+                listed
+            }
+        };
+        Ok(owned
+            .iter()
+            .filter(|o| namespace.is_none() || o.namespace().as_deref() == namespace)
+            .map(|o| o.text().to_owned())
+            .collect())
+    }
+
+    /// One list request to the API server, each item decoded as the caches decode them.
+    async fn list_api(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<CachedObject>, ClusterError> {
         let api: Api<DynamicObject> = match namespace {
             Some(ns) if resolved.namespaced => {
                 Api::namespaced_with(self.client.clone(), ns, &resolved.resource)
@@ -106,7 +140,7 @@ impl KubeCluster {
                 wasmop_core::chain(&e)
             ))
         })?;
-        Ok(page.objects.iter().map(|o| o.text().to_owned()).collect())
+        Ok(page.objects)
     }
 
     fn api(
@@ -283,6 +317,26 @@ impl Cluster for KubeCluster {
         }
     }
 
+    async fn list_owned(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, ClusterError> {
+        let resolved = self.resolver.resolve(kind).await?;
+        match (&self.scope, namespace) {
+            // As `list`: a confined plugin's "all namespaces" are its namespaces.
+            (Some(scope), None) if resolved.namespaced => {
+                let mut out = Vec::new();
+                for ns in scope {
+                    out.extend(self.list_owned_in(&resolved, Some(ns), owner_uid).await?);
+                }
+                Ok(out)
+            }
+            _ => self.list_owned_in(&resolved, namespace, owner_uid).await,
+        }
+    }
+
     async fn create(
         &self,
         object: ObjectText,
@@ -337,10 +391,14 @@ impl Cluster for KubeCluster {
         .await
     }
 
-    async fn delete(&self, target: &ObjectRef, _plugin: &PluginName) -> Result<(), ClusterError> {
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        _plugin: &PluginName,
+    ) -> Result<(), ClusterError> {
         let kind = self.resolver.resolve(&target.kind).await?;
         let api = self.api(&kind, target.namespace.as_deref())?;
-        let params = DeleteParams::background();
         // Deleting an object that is already gone succeeds (the WIT promises it), but only a
         // 404 that names this very object says so: any other 404 (a kind no longer served, a
         // path the server does not route) is reported as the `not-found` it is.
@@ -350,7 +408,7 @@ impl Cluster for KubeCluster {
         let request = kube::core::Request::new(api.resource_url());
         retrying("delete", || async {
             let mut req = request
-                .delete(&target.name, &params)
+                .delete(&target.name, params)
                 .map_err(kube::Error::BuildRequest)?;
             req.extensions_mut().insert("delete");
             match self.client.request_text(req).await {

@@ -18,7 +18,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 pub use kube_core::GroupVersionKind;
-pub use kube_core::params::Patch;
+pub use kube_core::params::{DeleteParams, Patch, Preconditions, PropagationPolicy};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -158,9 +158,12 @@ pub enum ClusterError {
     /// The object does not exist (HTTP 404).
     #[error("not found: {0}")]
     NotFound(String),
-    /// A write lost a race or the object exists already (HTTP 409).
+    /// A write lost a race or a precondition failed (HTTP 409 Conflict).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A create found an object of that name (HTTP 409 AlreadyExists).
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
     /// The host's Kubernetes identity may not do this (HTTP 403).
     #[error("forbidden: {0}")]
     Forbidden(String),
@@ -217,6 +220,29 @@ pub fn json_text(value: &Value) -> String {
     }
 }
 
+/// Whether the object `text` has an owner reference to `uid`: only `metadata.ownerReferences[].uid`
+/// is decoded (serde skips the rest without allocating). Text that is not an object has none.
+pub fn owned_by(text: &str, uid: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Object<'a> {
+        #[serde(borrow, default)]
+        metadata: Metadata<'a>,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    struct Metadata<'a> {
+        #[serde(borrow, default)]
+        owner_references: Vec<Owner<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Owner<'a> {
+        #[serde(borrow, default)]
+        uid: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Object<'_>>(text)
+        .is_ok_and(|o| o.metadata.owner_references.iter().any(|r| r.uid == uid))
+}
+
 /// Kubernetes as the runtime sees it. Every method is one API operation on behalf of one
 /// plugin; the runtime has already checked the plugin's grants before calling.
 ///
@@ -239,7 +265,24 @@ pub trait Cluster: Send + Sync + 'static {
         label_selector: Option<&str>,
     ) -> Result<Vec<String>, ClusterError>;
 
-    /// Creates an object; `Conflict` if it exists.
+    /// Lists the objects of a kind with an owner reference to `owner_uid` (a checked
+    /// identifier), in one namespace (or all with `None`); each object as JSON text.
+    ///
+    /// By default, [`list`](Self::list) filtered by each object's owner references (read
+    /// without decoding the rest of the object). An implementation with a cache of the kind
+    /// answers from an owner index instead of reading every object.
+    async fn list_owned(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, ClusterError> {
+        let mut objects = self.list(kind, namespace, None).await?;
+        objects.retain(|text| owned_by(text, owner_uid));
+        Ok(objects)
+    }
+
+    /// Creates an object; `AlreadyExists` if one of that name exists.
     async fn create(&self, object: ObjectText, plugin: &PluginName)
     -> Result<String, ClusterError>;
 
@@ -263,8 +306,14 @@ pub trait Cluster: Send + Sync + 'static {
         plugin: &PluginName,
     ) -> Result<String, ClusterError>;
 
-    /// Deletes an object with background propagation; a missing object is not an error.
-    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError>;
+    /// Deletes an object as `params` say (propagation, preconditions, grace period; never a
+    /// dry run); a missing object is not an error. A failed precondition is `Conflict`.
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        plugin: &PluginName,
+    ) -> Result<(), ClusterError>;
 
     /// Records an Event reported by `wasmop/<plugin>`.
     async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError>;
@@ -289,6 +338,15 @@ mod tests {
         .expect("identifiable");
         assert_eq!(r.kind.group, "");
         assert_eq!(r.namespace, None);
+    }
+
+    #[test]
+    fn ownership_is_read_from_the_owner_references_alone() {
+        let text = r#"{"metadata":{"name":"j","ownerReferences":[{"uid":"a"},{"uid":"b"}]},"spec":{"deep":[[[]]]}}"#;
+        assert!(owned_by(text, "b"));
+        assert!(!owned_by(text, "c"));
+        assert!(!owned_by(r#"{"metadata":{"name":"free"}}"#, "a"));
+        assert!(!owned_by("[]", "a"));
     }
 
     #[test]

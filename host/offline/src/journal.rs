@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use wasmop_core::cluster::{EventType, ObjectRef};
+use wasmop_core::cluster::{DeleteParams, EventType, ObjectRef, PropagationPolicy};
 
 /// How a written object is named in the journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,6 +28,44 @@ impl From<&ObjectRef> for Target {
             kind: r.kind.kind.clone(),
             namespace: r.namespace.clone(),
             name: r.name.clone(),
+        }
+    }
+}
+
+/// How a delete was asked for, as the journal shows it: what is not set is left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteOptions {
+    /// `Background`, `Foreground` or `Orphan`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub propagation_policy: Option<String>,
+    /// The uid precondition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// The resourceVersion precondition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// The grace period.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<u32>,
+}
+
+impl DeleteOptions {
+    /// The journal's view of `params`.
+    pub fn of(params: &DeleteParams) -> Self {
+        let preconditions = params.preconditions.clone().unwrap_or_default();
+        Self {
+            propagation_policy: params.propagation_policy.as_ref().map(|p| {
+                match p {
+                    PropagationPolicy::Background => "Background",
+                    PropagationPolicy::Foreground => "Foreground",
+                    PropagationPolicy::Orphan => "Orphan",
+                }
+                .to_owned()
+            }),
+            uid: preconditions.uid,
+            resource_version: preconditions.resource_version,
+            grace_period_seconds: params.grace_period_seconds,
         }
     }
 }
@@ -99,6 +137,8 @@ pub enum Write {
     Delete {
         /// The deleted object.
         target: Target,
+        /// How it was deleted.
+        options: DeleteOptions,
         /// Why it failed, if it did.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,

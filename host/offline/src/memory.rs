@@ -8,8 +8,12 @@
 //! - a strategic merge patch is applied as a JSON merge patch;
 //! - every kind behaves as if it had a status subresource: writes to the object ignore
 //!   `status`, `patch-status` changes only `status`;
-//! - a delete removes the object at once (finalizers are not honoured) and, like background
-//!   propagation, everything it owns.
+//! - a delete removes the object at once (finalizers are not honoured); with background or
+//!   foreground propagation everything it owns goes at once too, with orphan propagation its
+//!   dependents stay and lose their owner reference to it;
+//! - as in the API server, a write whose result names another `metadata.resourceVersion` than
+//!   the stored object's fails with `conflict` (a guarded patch), and a delete whose uid or
+//!   resourceVersion precondition does not hold fails with `conflict`.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -17,11 +21,12 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-pub use crate::journal::{PatchType, Target, Write};
+pub use crate::journal::{DeleteOptions, PatchType, Target, Write};
 use wasmop_core::cluster::selector::LabelSelector;
 use wasmop_core::cluster::text::{Json, ObjectText, patch_value};
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, ObjectRef, Patch, json_text,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, ObjectRef, Patch,
+    PropagationPolicy, json_text,
 };
 use wasmop_core::plugin::PluginName;
 
@@ -179,7 +184,7 @@ impl State {
         let r = ObjectRef::of(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let key = Key::from(&r);
         if self.objects.contains_key(&key) {
-            return Err(ClusterError::Conflict(format!("{r} already exists")));
+            return Err(ClusterError::AlreadyExists(r.to_string()));
         }
         let mut object = object;
         if let Some(m) = object.as_object_mut() {
@@ -222,6 +227,12 @@ impl State {
                 "the patch changes the identity of {target}"
             )));
         }
+        let stored = old.pointer("/metadata/resourceVersion");
+        if let Some(wanted) = patched.pointer("/metadata/resourceVersion")
+            && Some(wanted) != stored
+        {
+            return Err(stale(target));
+        }
         let mut new = old.clone();
         let (from, to) = (patched.as_object_mut(), new.as_object_mut());
         if let (Some(from), Some(to)) = (from, to) {
@@ -242,28 +253,76 @@ impl State {
         Ok(self.replace(key, &old, new))
     }
 
-    fn delete(&mut self, target: &ObjectRef) {
-        let Some(gone) = self.objects.remove(&Key::from(target)) else {
+    /// Deletes `target` if `params`' preconditions hold (a missing object is no error), and
+    /// its dependents as `params`' propagation says.
+    fn delete(&mut self, target: &ObjectRef, params: &DeleteParams) -> Result<(), ClusterError> {
+        let key = Key::from(target);
+        let Some(object) = self.objects.get(&key) else {
+            return Ok(());
+        };
+        if let Some(p) = &params.preconditions {
+            let meta = |field: &str| object.pointer(&format!("/metadata/{field}"));
+            let holds = |wanted: &Option<String>, field: &str| {
+                wanted
+                    .as_deref()
+                    .is_none_or(|w| meta(field).and_then(Value::as_str) == Some(w))
+            };
+            if !holds(&p.uid, "uid") || !holds(&p.resource_version, "resourceVersion") {
+                return Err(ClusterError::Conflict(format!(
+                    "precondition failed: {target} is not the object the delete names"
+                )));
+            }
+        }
+        let orphan = matches!(params.propagation_policy, Some(PropagationPolicy::Orphan));
+        self.remove(&key, orphan);
+        Ok(())
+    }
+
+    /// Removes an object, and everything it owns (or, with `orphan`, their owner references
+    /// to it).
+    fn remove(&mut self, key: &Key, orphan: bool) {
+        let Some(gone) = self.objects.remove(key) else {
             return;
         };
         let Some(uid) = gone.pointer("/metadata/uid").and_then(Value::as_str) else {
             return;
         };
-        // Background propagation: everything the deleted object owned goes too.
-        let owned: Vec<ObjectRef> = self
+        if orphan {
+            for object in self.objects.values_mut() {
+                if let Some(refs) = object
+                    .pointer_mut("/metadata/ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
+                    refs.retain(|r| r["uid"] != uid);
+                }
+            }
+            return;
+        }
+        let owned: Vec<Key> = self
             .objects
-            .values()
-            .filter(|o| {
-                o.pointer("/metadata/ownerReferences")
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-            })
-            .filter_map(|o| ObjectRef::of(o).ok())
+            .iter()
+            .filter(|(_, o)| owned_by(o, uid))
+            .map(|(k, _)| k.clone())
             .collect();
-        for r in owned {
-            self.delete(&r);
+        for key in owned {
+            self.remove(&key, false);
         }
     }
+}
+
+/// Whether `object` has an owner reference to `uid`.
+fn owned_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+}
+
+/// The API server's answer to a write whose resourceVersion is not the stored one.
+fn stale(target: &ObjectRef) -> ClusterError {
+    ClusterError::Conflict(format!(
+        "{target} has been modified since the given resourceVersion; read it again"
+    ))
 }
 
 fn patch_parts(patch: &Patch<Value>) -> (PatchType, Value) {
@@ -307,6 +366,23 @@ impl Cluster for MemoryCluster {
             .filter(|(k, _)| k.group == kind.group && k.kind == kind.kind)
             .filter(|(k, _)| namespace.is_none() || k.namespace.as_deref() == namespace)
             .filter(|(_, o)| selector.matches(&labels_of(o)))
+            .map(|(_, o)| json_text(o))
+            .collect())
+    }
+
+    async fn list_owned(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, ClusterError> {
+        let state = self.lock();
+        Ok(state
+            .objects
+            .iter()
+            .filter(|(k, _)| k.group == kind.group && k.kind == kind.kind)
+            .filter(|(k, _)| namespace.is_none() || k.namespace.as_deref() == namespace)
+            .filter(|(_, o)| owned_by(o, owner_uid))
             .map(|(_, o)| json_text(o))
             .collect())
     }
@@ -378,14 +454,20 @@ impl Cluster for MemoryCluster {
         result.map(|v| json_text(&v))
     }
 
-    async fn delete(&self, target: &ObjectRef, _plugin: &PluginName) -> Result<(), ClusterError> {
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        _plugin: &PluginName,
+    ) -> Result<(), ClusterError> {
         let mut state = self.lock();
-        state.delete(target);
+        let result = state.delete(target, params);
         state.journal.push(Write::Delete {
             target: target.into(),
-            error: None,
+            options: DeleteOptions::of(params),
+            error: error_text(&result),
         });
-        Ok(())
+        result
     }
 
     async fn emit_event(&self, event: Event, _plugin: &PluginName) -> Result<(), ClusterError> {
@@ -460,14 +542,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn create_of_an_existing_object_conflicts_and_is_journaled_with_the_error() {
+    async fn create_of_an_existing_object_already_exists_and_is_journaled_with_the_error() {
         let c = MemoryCluster::new();
         c.seed([cm("a", json!({}))]).expect("seed");
         let err = c
             .create(text(cm("a", json!({}))), &plugin())
             .await
             .expect_err("exists");
-        assert!(matches!(err, ClusterError::Conflict(_)));
+        assert!(matches!(err, ClusterError::AlreadyExists(_)), "{err}");
         let writes = c.writes();
         assert!(
             matches!(&writes[0], Write::Create { error: Some(e), .. } if e.contains("already exists"))
@@ -511,8 +593,104 @@ mod tests {
         owned["metadata"]["ownerReferences"] =
             json!([{"uid": "u-1", "kind": "ConfigMap", "name": "owner"}]);
         c.seed([owner, owned]).expect("seed");
-        c.delete(&cm_ref("owner"), &plugin()).await.expect("delete");
+        c.delete(&cm_ref("owner"), &DeleteParams::background(), &plugin())
+            .await
+            .expect("delete");
         assert!(c.objects().is_empty());
+    }
+
+    fn family() -> MemoryCluster {
+        let c = MemoryCluster::new();
+        let mut owner = cm("owner", json!({}));
+        owner["metadata"]["uid"] = json!("u-1");
+        let mut owned = cm("owned", json!({}));
+        owned["metadata"]["ownerReferences"] =
+            json!([{"uid": "u-1", "kind": "ConfigMap", "name": "owner"}]);
+        let mut elsewhere = owned.clone();
+        elsewhere["metadata"]["namespace"] = json!("other");
+        c.seed([owner, owned, elsewhere, cm("stranger", json!({}))])
+            .expect("seed");
+        c
+    }
+
+    #[tokio::test]
+    async fn list_owned_returns_only_the_owners_objects_in_the_namespace() {
+        let c = family();
+        let kind = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let here = c
+            .list_owned(&kind, Some("default"), "u-1")
+            .await
+            .expect("list");
+        assert_eq!(here.len(), 1);
+        assert!(here[0].contains(r#""name":"owned""#), "{}", here[0]);
+        let everywhere = c.list_owned(&kind, None, "u-1").await.expect("list");
+        assert_eq!(everywhere.len(), 2);
+        assert!(
+            c.list_owned(&kind, None, "u-2")
+                .await
+                .expect("list")
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn orphan_propagation_keeps_dependents_without_their_owner_reference() {
+        let c = family();
+        c.delete(&cm_ref("owner"), &DeleteParams::orphan(), &plugin())
+            .await
+            .expect("delete");
+        let owned = c.object(&cm_ref("owned")).expect("kept");
+        assert_eq!(owned["metadata"]["ownerReferences"], json!([]));
+        assert!(c.object(&cm_ref("owner")).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_delete_whose_precondition_fails_conflicts_and_deletes_nothing() {
+        let c = family();
+        let stale = DeleteParams::background().preconditions(wasmop_core::cluster::Preconditions {
+            uid: Some("u-other".into()),
+            resource_version: None,
+        });
+        let err = c
+            .delete(&cm_ref("owner"), &stale, &plugin())
+            .await
+            .expect_err("uid differs");
+        assert!(matches!(err, ClusterError::Conflict(_)), "{err}");
+        assert!(c.object(&cm_ref("owner")).is_some());
+        let right = DeleteParams::background().preconditions(wasmop_core::cluster::Preconditions {
+            uid: Some("u-1".into()),
+            resource_version: None,
+        });
+        c.delete(&cm_ref("owner"), &right, &plugin())
+            .await
+            .expect("uid matches");
+        assert!(c.object(&cm_ref("owner")).is_none());
+        let Write::Delete { options, error, .. } = &c.writes()[0] else {
+            panic!("a delete is journaled");
+        };
+        assert_eq!(options.uid.as_deref(), Some("u-other"));
+        assert!(error.as_deref().is_some_and(|e| e.contains("precondition")));
+    }
+
+    #[tokio::test]
+    async fn a_patch_naming_a_stale_resource_version_conflicts() {
+        let c = MemoryCluster::new();
+        c.seed([cm("a", json!({"k": "1"}))]).expect("seed");
+        let rv = c.object(&cm_ref("a")).expect("seeded")["metadata"]["resourceVersion"].clone();
+        let rv = rv.as_str().expect("a string").to_owned();
+        let guarded = |value: &str| {
+            wasmop_core::cluster::text::guarded(merge(json!({"status": {"n": value}})), &rv)
+                .expect("guarded")
+        };
+        c.patch_status(&cm_ref("a"), guarded("1"), &plugin())
+            .await
+            .expect("fresh");
+        let err = c
+            .patch_status(&cm_ref("a"), guarded("2"), &plugin())
+            .await
+            .expect_err("the first write moved it on");
+        assert!(matches!(err, ClusterError::Conflict(_)), "{err}");
+        assert_eq!(c.object(&cm_ref("a")).expect("kept")["status"]["n"], "1");
     }
 
     #[tokio::test]

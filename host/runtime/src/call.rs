@@ -408,10 +408,12 @@ impl WasiView for CallState {
 }
 
 /// The one linker: WASI (with no ambient authority, see [`super::wasi`]) and the
-/// `wasmop:plugin` imports.
+/// `wasmop:plugin` imports of every contract version the host implements (their names carry
+/// the version, so 0.1's and 0.2's never collide; see [`super::contract`]).
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    bindings::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
+    bindings::v0_2::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
+    bindings::v0_1::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
     Ok(linker)
 }

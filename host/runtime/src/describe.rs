@@ -14,8 +14,8 @@ mod declared;
 
 pub use self::declared::DeclarationError;
 
-use super::bindings::PluginPre;
 use super::call::{CallState, PluginShared};
+use super::contract::PluginPre;
 use super::dispatch::{failure, new_store};
 use super::loader::LoadError;
 use super::outcome::Outcome;
@@ -28,7 +28,7 @@ use wasmop_core::policy::Grants;
 pub(crate) async fn describe(
     runtime: &Runtime,
     engine: &wasmtime::Engine,
-    pre: &PluginPre<CallState>,
+    pre: &PluginPre,
     limits: &Limits,
 ) -> Result<PluginInfo, LoadError> {
     let Ok(_describing) = runtime.inner.describing.acquire().await else {
@@ -68,14 +68,7 @@ pub(crate) async fn describe(
             backtrace: vec![],
         })
     })?;
-    let call = async {
-        let instance = pre.instantiate_async(&mut store).await?;
-        instance
-            .wasmop_plugin_reconciler()
-            .call_describe(&mut store)
-            .await
-    };
-    let result = tokio::time::timeout(deadline, call).await;
+    let result = tokio::time::timeout(deadline, pre.describe(&mut store)).await;
     let state = store.data();
     let printed = state.output.take();
     let info = match result {

@@ -11,8 +11,8 @@ use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tracing::Instrument;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 
-use super::bindings::exports::wasmop::plugin::reconciler;
 use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
+use super::contract as reconciler;
 use super::engine::Ticking;
 use super::hostcalls::{json_text, to_wit_ref};
 use super::lane::Demotion;
@@ -213,14 +213,7 @@ async fn execute(
     // Owns all it uses, so that it can move to the low-priority lane whole.
     let call = async move {
         let store = &mut held.store;
-        let call = async {
-            let instance = code.pre.instantiate_async(&mut *store).await?;
-            let exports = instance.wasmop_plugin_reconciler();
-            match entry {
-                Entry::Reconcile => exports.call_reconcile(&mut *store, &request).await,
-                Entry::Cleanup => exports.call_cleanup(&mut *store, &request).await,
-            }
-        };
+        let call = code.pre.call(&mut *store, entry, request);
         // The epoch deadline stops a guest that computes; this also stops one waiting in a
         // host call (a slow API server), which epochs cannot interrupt.
         let result = tokio::time::timeout(deadline, call).await;

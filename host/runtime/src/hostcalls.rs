@@ -1,13 +1,15 @@
 //! The host side of the `wasmop:plugin` imports: one thin file per WIT interface, each
 //! converting between WIT and host types and delegating to [`super::call::HostContext`]
-//! (budgets and grants) and the [`wasmop_core::cluster::Cluster`].
+//! (budgets and grants) and the [`wasmop_core::cluster::Cluster`]. Those files implement the
+//! current contract (0.2); `v0_1.rs` serves a 0.1 plugin's imports through them.
 
 mod config;
 mod events;
 mod kube;
 mod log;
+mod v0_1;
 
-use super::bindings::wasmop::plugin as wit;
+use super::bindings::v0_2::wasmop::plugin as wit;
 use super::call::CallState;
 use wasmop_core::cluster::{ClusterError, GroupVersionKind, ObjectRef, names};
 
@@ -63,6 +65,7 @@ fn to_wit_error(e: ClusterError) -> wit::types::KubeError {
     match e {
         ClusterError::NotFound(m) => K::NotFound(m),
         ClusterError::Conflict(m) => K::Conflict(m),
+        ClusterError::AlreadyExists(m) => K::AlreadyExists(m),
         ClusterError::Forbidden(m) => K::Forbidden(m),
         ClusterError::Denied(m) => K::Denied(m),
         ClusterError::Invalid(m) => K::Invalid(m),

@@ -20,6 +20,7 @@ mod ahead;
 mod bindings;
 mod cache;
 mod call;
+mod contract;
 mod describe;
 mod dispatch;
 mod engine;
@@ -43,7 +44,7 @@ use wasmtime::component::Linker;
 use self::call::CallState;
 pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
-pub use self::loader::{LoadError, LoadStats};
+pub use self::loader::{ContractVersion, LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, Denials, LimitKind, Outcome, PluginErrorKind, Usage};
 pub use self::request::{Call, CallReport, Entry, Request, RequestObject};
 pub use self::settings::{
@@ -297,6 +298,11 @@ impl Plugin {
     /// How loading went: size, compile or cache-load time.
     pub fn load_stats(&self) -> &LoadStats {
         &self.inner.stats
+    }
+
+    /// The `wasmop:plugin` contract version the component was built against.
+    pub fn contract(&self) -> ContractVersion {
+        self.inner.code.current().pre.version()
     }
 
     /// Which compiler made the code the next call runs: Winch for a version loaded tiered

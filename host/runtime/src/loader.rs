@@ -7,7 +7,8 @@
 mod contract;
 mod image;
 
-pub(crate) use self::contract::Version;
+pub use self::contract::ContractVersion;
+pub(crate) use self::contract::WIT_0_1;
 use self::contract::{check_framing, check_world};
 
 use std::path::PathBuf;
@@ -17,8 +18,8 @@ use std::time::{Duration, Instant};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::bindings::PluginPre;
 use super::call::PluginShared;
+use super::contract::PluginPre;
 use super::describe::{DeclarationError, describe};
 use super::outcome::Outcome;
 use super::tiered::{Code, CodeCell, promote_later};
@@ -78,15 +79,26 @@ pub enum LoadError {
     /// Built against an incompatible version of the contract.
     #[error(
         "built against wasmop:plugin@{found} (`{item}`), but this host implements \
-         wasmop:plugin@{supported}; rebuild the plugin against a compatible SDK"
+         {supported}; rebuild the plugin against a compatible SDK"
     )]
     IncompatibleVersion {
         /// The version the component uses.
         found: String,
-        /// The version this host implements.
-        supported: Version,
+        /// The versions this host implements (`wasmop:plugin@0.2.0 and wasmop:plugin@0.1.0`).
+        supported: String,
         /// The import or export that named it.
         item: String,
+    },
+    /// Built against two versions of the contract at once.
+    #[error(
+        "the component names two versions of wasmop:plugin (`{first}` and `{second}`); \
+         a plugin is built against one: rebuild it with one SDK"
+    )]
+    MixedVersions {
+        /// The first item naming one version.
+        first: String,
+        /// An item naming another.
+        second: String,
     },
     /// Required exports are missing or have the wrong types.
     #[error("the component's `wasmop:plugin/reconciler` export is incomplete")]
@@ -263,11 +275,11 @@ pub(crate) async fn load(
     } else {
         (&inner.engine, &inner.linker)
     };
-    check_world(engine, &component)?;
+    let contract = check_world(engine, &component)?;
     let instance_pre = linker
         .instantiate_pre(&component)
         .map_err(LoadError::ImportMismatch)?;
-    let pre = PluginPre::new(instance_pre).map_err(LoadError::MissingExports)?;
+    let pre = PluginPre::new(contract, instance_pre).map_err(LoadError::MissingExports)?;
     let info = describe(runtime, engine, &pre, &limits).await?;
     if stats.from_cache {
         // Mapped from an artefact file: what loading and `describe` touched need not stay
@@ -287,6 +299,7 @@ pub(crate) async fn load(
             digest,
             info.name.clone(),
             &code,
+            contract,
             stats.compile_time,
         );
     }

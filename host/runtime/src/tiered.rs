@@ -29,8 +29,9 @@ use std::time::{Duration, Instant};
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::PluginPre;
 use super::call::CallState;
+use super::contract::PluginPre;
+use super::loader::ContractVersion;
 use super::{Compiler, Runtime, RuntimeConfig};
 use wasmop_core::plugin::{Digest, PluginName};
 
@@ -42,7 +43,7 @@ pub(crate) struct Code {
     /// The engine the code was compiled by (a store must come from it).
     pub engine: Engine,
     /// The pre-linked component.
-    pub pre: PluginPre<CallState>,
+    pub pre: PluginPre,
     /// Which compiler made it.
     pub compiler: Compiler,
 }
@@ -205,13 +206,17 @@ pub(crate) fn promote_later(
     digest: Digest,
     plugin: PluginName,
     cell: &Arc<CodeCell>,
+    contract: ContractVersion,
     winch_time: Duration,
 ) {
     // Counted from now, so that `settled` cannot miss a compilation about to start.
     let pending = Pending::new(runtime.clone());
     let cell = Arc::downgrade(cell);
     tokio::spawn(async move {
-        promote(&pending.0, bytes, digest, &plugin, cell, winch_time).await;
+        promote(
+            &pending.0, bytes, digest, &plugin, cell, contract, winch_time,
+        )
+        .await;
         drop(pending);
     });
 }
@@ -222,6 +227,7 @@ async fn promote(
     digest: Digest,
     plugin: &PluginName,
     cell: Weak<CodeCell>,
+    contract: ContractVersion,
     winch_time: Duration,
 ) {
     let tiering = &runtime.inner.tiering;
@@ -244,7 +250,7 @@ async fn promote(
         {
             tracing::warn!(error = %wasmop_core::chain(&e), "cannot cache the compiled plugin; it will be compiled again next time");
         }
-        let pre = PluginPre::new(rt.inner.linker.instantiate_pre(&component)?)?;
+        let pre = PluginPre::new(contract, rt.inner.linker.instantiate_pre(&component)?)?;
         Ok::<_, wasmtime::Error>((pre, took))
     })
     .await;

@@ -77,13 +77,15 @@ pub(crate) fn render(file: &std::path::Path, plugin: &Plugin, engine: &Allocator
     out
 }
 
-/// The summary's first lines: the file, its size and digest, how it was loaded, the engine.
+/// The summary's first lines: the file, its size and digest, the contract version it was
+/// built against, how it was loaded, the engine.
 fn artefact(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
     let stats = plugin.load_stats();
     let mut out = String::new();
     let _ = writeln!(out, "file:        {}", file.display());
     let _ = writeln!(out, "size:        {} bytes", stats.size);
     let _ = writeln!(out, "digest:      sha256:{}", plugin.digest());
+    let _ = writeln!(out, "contract:    wasmop:plugin@{}", plugin.contract());
     let how = if stats.precompiled {
         "precompiled by wasmop compile"
     } else if stats.from_cache {

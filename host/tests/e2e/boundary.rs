@@ -61,6 +61,7 @@ const ATTACK_TRACES: &[&str] = &[
     "/secrets",
     "victim?",
     "?x=",
+    "forged",
 ];
 
 async fn unsafe_names_refused(env: &TestEnv, broad: bool) {
@@ -77,7 +78,7 @@ async fn unsafe_names_refused(env: &TestEnv, broad: bool) {
     };
     create_target(env, "t").await;
     let report = reported(env, "t", "attacks").await;
-    assert_eq!(report.split(' ').count(), 17, "{report}");
+    assert_eq!(report.split(' ').count(), 22, "{report}");
     for entry in report.split(' ') {
         assert!(entry.ends_with("=invalid"), "{entry} ({report})");
     }

@@ -17,6 +17,7 @@
 mod harness;
 
 mod boundary;
+mod contract;
 mod describe;
 mod fairness;
 mod ops;

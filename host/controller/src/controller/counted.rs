@@ -9,7 +9,8 @@ use async_trait::async_trait;
 
 use crate::metrics::Metrics;
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
+    Patch,
 };
 use wasmop_core::plugin::PluginName;
 
@@ -43,6 +44,7 @@ fn outcome(error: Option<&ClusterError>) -> &'static str {
         None => "ok",
         Some(ClusterError::NotFound(_)) => "not-found",
         Some(ClusterError::Conflict(_)) => "conflict",
+        Some(ClusterError::AlreadyExists(_)) => "already-exists",
         Some(ClusterError::Forbidden(_)) => "forbidden",
         Some(ClusterError::Denied(_)) => "denied",
         Some(ClusterError::Invalid(_)) => "invalid",
@@ -65,6 +67,16 @@ impl Cluster for Counted {
     ) -> Result<Vec<String>, ClusterError> {
         let result = self.inner.list(kind, namespace, label_selector).await;
         self.count("list", result)
+    }
+
+    async fn list_owned(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, ClusterError> {
+        let result = self.inner.list_owned(kind, namespace, owner_uid).await;
+        self.count("list-owned", result)
     }
 
     async fn create(
@@ -98,8 +110,13 @@ impl Cluster for Counted {
         self.count("patch-status", result)
     }
 
-    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
-        self.count("delete", self.inner.delete(target, plugin).await)
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        plugin: &PluginName,
+    ) -> Result<(), ClusterError> {
+        self.count("delete", self.inner.delete(target, params, plugin).await)
     }
 
     async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
@@ -134,7 +151,7 @@ mod tests {
         let text = metrics.render();
         for line in [
             r#"wasmop_host_calls_total{plugin="p",verb="create",outcome="ok"} 1"#,
-            r#"wasmop_host_calls_total{plugin="p",verb="create",outcome="conflict"} 1"#,
+            r#"wasmop_host_calls_total{plugin="p",verb="create",outcome="already-exists"} 1"#,
             r#"wasmop_host_calls_total{plugin="p",verb="get",outcome="ok"} 1"#,
         ] {
             assert!(text.contains(line), "missing {line} in:\n{text}");

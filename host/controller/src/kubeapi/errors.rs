@@ -2,7 +2,9 @@
 //!
 //! 429 and 5xx answers and transport errors are retried with exponential backoff and jitter
 //! ([`retrying`]); when the retries run out the plugin sees `unavailable`. 404 is `not-found`,
-//! 409 `conflict`, 403 `forbidden` (RBAC, the outer bound), 400/422 `invalid`.
+//! 409 `already-exists` when the API server's reason says so (a create of an existing name)
+//! and `conflict` otherwise (a stale resourceVersion, a failed precondition), 403 `forbidden`
+//! (RBAC, the outer bound), 400/422 `invalid`.
 
 use std::future::Future;
 use std::time::Duration;
@@ -36,6 +38,7 @@ pub(crate) fn classify(error: kube::Error) -> ClusterError {
             };
             match status.code {
                 404 => ClusterError::NotFound(message),
+                409 if status.reason == "AlreadyExists" => ClusterError::AlreadyExists(message),
                 409 => ClusterError::Conflict(message),
                 403 => ClusterError::Forbidden(message),
                 400 | 422 => ClusterError::Invalid(message),
@@ -93,6 +96,11 @@ mod tests {
     fn status_codes_map_onto_the_wit_cases() {
         assert!(matches!(classify(api(404)), ClusterError::NotFound(m) if m == "boom"));
         assert!(matches!(classify(api(409)), ClusterError::Conflict(_)));
+        let exists = Status::failure("configmaps \"x\" already exists", "AlreadyExists");
+        let exists = kube::Error::Api(Box::new(exists.with_code(409)));
+        assert!(
+            matches!(classify(exists), ClusterError::AlreadyExists(m) if m.contains("already exists"))
+        );
         assert!(matches!(classify(api(403)), ClusterError::Forbidden(_)));
         assert!(matches!(classify(api(422)), ClusterError::Invalid(_)));
         assert!(matches!(classify(api(400)), ClusterError::Invalid(_)));

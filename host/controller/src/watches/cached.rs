@@ -272,6 +272,34 @@ impl CachedObject {
             .unwrap_or_default())
     }
 
+    /// The uids of the object's owners (empty when it has none), read from the text without
+    /// decoding the rest of each owner reference: what the cache's owner index is keyed by.
+    pub(crate) fn owner_uids(&self) -> Vec<Box<str>> {
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct OwnerUids {
+            #[serde(default)]
+            owner_references: Vec<Uid>,
+        }
+        #[derive(Deserialize)]
+        struct Uid {
+            #[serde(default)]
+            uid: Box<str>,
+        }
+        let owners = self
+            .try_metadata::<OwnerUids>()
+            .unwrap_or_else(|e| checked(&e));
+        let mut uids: Vec<Box<str>> = owners
+            .owner_references
+            .into_iter()
+            .map(|r| r.uid)
+            .filter(|uid| !uid.is_empty())
+            .collect();
+        uids.sort_unstable();
+        uids.dedup();
+        uids
+    }
+
     fn metadata<M: DeserializeOwned + Default>(&self) -> Result<M, CachedObjectError> {
         self.try_metadata()
             .map_err(|source| self.decode_error(source))

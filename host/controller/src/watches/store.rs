@@ -11,14 +11,24 @@
 //! text (340 ns per `get` of a 384-byte ConfigMap in that benchmark): once per change and per
 //! lookup, and once per object when the table grows.
 //!
+//! Beside the table the store keeps an **owner index**: for each owner uid, the objects with an
+//! owner reference to it (`kube.list-owned`, controller-runtime's owner-field index). The
+//! writer reads an object's owner uids from its text once per change (a skim of
+//! `metadata.ownerReferences`, outside the lock); a lookup copies out the owned objects'
+//! pointers and reads nothing else, so its cost is that of what it returns, whatever the
+//! cache holds. Only objects with owners cost anything: per owner a boxed uid and a small
+//! table, per owned object an 8-byte slot in it.
+//!
 //! # Guarantees
 //! - Readers see the content as of the last applied event; a re-list (after the watch was
 //!   down) replaces the whole content at once when it completes, so objects deleted meanwhile
 //!   disappear, and until then readers see the content as it was.
+//! - The owner index always describes exactly the objects in the table (it changes under the
+//!   same lock, in the same step).
 //! - The lock is held only to copy pointers in or out, never across an `.await`.
 
 use std::borrow::{Borrow, Cow};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -68,7 +78,61 @@ impl fmt::Display for ObjectKey {
 /// The read side of one shared watch's cache. Cheap to clone; clones share the content.
 #[derive(Clone, Default)]
 pub struct Store {
-    objects: Arc<RwLock<HashSet<Entry>>>,
+    content: Arc<RwLock<Content>>,
+}
+
+/// What one lock guards: the objects and their owner index.
+#[derive(Default)]
+struct Content {
+    objects: HashSet<Entry>,
+    /// Owner uid → the objects with an owner reference to it.
+    owned: HashMap<Box<str>, HashSet<Entry>>,
+}
+
+impl Content {
+    fn with_capacity(objects: usize) -> Self {
+        Self {
+            objects: HashSet::with_capacity(objects),
+            owned: HashMap::new(),
+        }
+    }
+
+    /// Stores `obj` (whose owners are `owners`) in place of the object of its key, whose
+    /// owners were `replaced`.
+    fn put(&mut self, obj: &CachedObject, owners: &[Box<str>], replaced: &[Box<str>]) {
+        self.unindex(obj, replaced);
+        for uid in owners {
+            self.owned
+                .entry(uid.clone())
+                .or_default()
+                .replace(Entry(obj.clone()));
+        }
+        self.objects.replace(Entry(obj.clone()));
+    }
+
+    /// Removes the object of `obj`'s key, whose owners were `owners`.
+    fn remove(&mut self, obj: &CachedObject, owners: &[Box<str>]) {
+        self.unindex(obj, owners);
+        self.objects.remove(&Entry(obj.clone()) as &dyn Keyed);
+    }
+
+    fn unindex(&mut self, obj: &CachedObject, owners: &[Box<str>]) {
+        for uid in owners {
+            if let Some(set) = self.owned.get_mut(uid) {
+                set.remove(&Entry(obj.clone()) as &dyn Keyed);
+                if set.is_empty() {
+                    self.owned.remove(uid);
+                }
+            }
+        }
+    }
+
+    /// The object stored under `obj`'s key, if one is.
+    fn stored(&self, obj: &CachedObject) -> Option<CachedObject> {
+        self.objects
+            .get(&Entry(obj.clone()) as &dyn Keyed)
+            .map(|e| e.0.clone())
+    }
 }
 
 impl Store {
@@ -79,37 +143,53 @@ impl Store {
             name,
         };
         self.read()
+            .objects
             .get(&lookup as &dyn Keyed)
             .map(|entry| entry.0.clone())
     }
 
     /// Every cached object, in no particular order.
     pub fn state(&self) -> Vec<CachedObject> {
-        self.read().iter().map(|entry| entry.0.clone()).collect()
+        self.read()
+            .objects
+            .iter()
+            .map(|entry| entry.0.clone())
+            .collect()
+    }
+
+    /// The cached objects with an owner reference to `uid`, in no particular order: from the
+    /// owner index, without reading any object.
+    pub fn owned_by(&self, uid: &str) -> Vec<CachedObject> {
+        self.read()
+            .owned
+            .get(uid)
+            .map(|set| set.iter().map(|entry| entry.0.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// How many objects are cached.
     pub(crate) fn len(&self) -> usize {
-        self.read().len()
+        self.read().objects.len()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashSet<Entry>> {
-        // A panic while the lock was held cannot leave the table half-changed: every change
-        // is one `HashSet` call or one swap.
-        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Content> {
+        // A panic while the lock was held cannot leave the content half-changed in a way
+        // readers notice: a change is a few `HashSet` calls on one key, or one swap.
+        self.content.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashSet<Entry>> {
-        self.objects.write().unwrap_or_else(PoisonError::into_inner)
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Content> {
+        self.content.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// Applies a watcher's events to its [`Store`].
+/// Applies a watcher's events to its [`Store`]. The only writer of its store, so what it
+/// reads from the store between its own changes stays true.
 #[derive(Default)]
 pub struct Writer {
     store: Store,
-    /// The objects of a (re-)list in progress, swapped in whole when it completes.
-    relist: Option<HashSet<Entry>>,
+    /// The content of a (re-)list in progress, swapped in whole when it completes.
+    relist: Option<Content>,
 }
 
 impl Writer {
@@ -129,24 +209,34 @@ impl Writer {
     pub fn apply_watcher_event(&mut self, event: &Event<CachedObject>) {
         match event {
             Event::Apply(obj) => {
-                self.store.write().replace(Entry(obj.clone()));
+                // Owners are read outside the lock: the old object's from the stored copy
+                // (this writer is the only one, so it stays stored until the change below).
+                let owners = obj.owner_uids();
+                let old = self.store.read().stored(obj);
+                let replaced = old.map(|o| o.owner_uids()).unwrap_or_default();
+                self.store.write().put(obj, &owners, &replaced);
             }
             Event::Delete(obj) => {
-                self.store.write().remove(&Entry(obj.clone()) as &dyn Keyed);
+                let old = self.store.read().stored(obj);
+                let owners = old.map(|o| o.owner_uids()).unwrap_or_default();
+                self.store.write().remove(obj, &owners);
             }
             Event::Init => {
                 // Sized for the content it will most likely replace: growing the table
                 // re-hashes (re-parses) every object already in it.
-                self.relist = Some(HashSet::with_capacity(self.store.len()));
+                self.relist = Some(Content::with_capacity(self.store.len()));
             }
             Event::InitApply(obj) => {
-                self.relist
-                    .get_or_insert_with(HashSet::new)
-                    .replace(Entry(obj.clone()));
+                let relist = self.relist.get_or_insert_with(Content::default);
+                let replaced = relist
+                    .stored(obj)
+                    .map(|o| o.owner_uids())
+                    .unwrap_or_default();
+                relist.put(obj, &obj.owner_uids(), &replaced);
             }
             Event::InitDone => {
                 let mut listed = self.relist.take().unwrap_or_default();
-                listed.shrink_to_fit();
+                listed.objects.shrink_to_fit();
                 let old = std::mem::replace(&mut *self.store.write(), listed);
                 // Dropped after the lock is released: freeing thousands of objects takes time.
                 drop(old);
@@ -318,6 +408,74 @@ mod tests {
         assert_eq!(names, expected);
         let got = store.get(Some("a"), "o-7").expect("cached");
         assert!(std::ptr::eq(got.text(), objects[7].text()), "no copy");
+    }
+
+    fn owned(namespace: &str, name: &str, owners: &[&str]) -> CachedObject {
+        let refs: Vec<_> = owners
+            .iter()
+            .map(|uid| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": uid}))
+            .collect();
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": refs}
+        }))
+        .expect("object");
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        CachedObject::new(obj, &types).expect("cached")
+    }
+
+    fn names_owned_by(store: &Store, uid: &str) -> Vec<String> {
+        let mut names: Vec<_> = store
+            .owned_by(uid)
+            .iter()
+            .map(|o| o.name().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_owner_index_follows_every_change_of_ownership() {
+        let mut writer = Writer::new();
+        let store = writer.reader();
+        writer.apply_watcher_event(&Event::Apply(owned("a", "j1", &["u1"])));
+        writer.apply_watcher_event(&Event::Apply(owned("a", "j2", &["u1", "u2"])));
+        writer.apply_watcher_event(&Event::Apply(owned("a", "free", &[])));
+        assert_eq!(names_owned_by(&store, "u1"), ["j1", "j2"]);
+        assert_eq!(names_owned_by(&store, "u2"), ["j2"]);
+        // Adopted by another owner, released by the first.
+        writer.apply_watcher_event(&Event::Apply(owned("a", "j1", &["u2"])));
+        assert_eq!(names_owned_by(&store, "u1"), ["j2"]);
+        assert_eq!(names_owned_by(&store, "u2"), ["j1", "j2"]);
+        // The index hands over the newest copy.
+        let newest = store.get(Some("a"), "j1").expect("cached");
+        assert!(
+            store
+                .owned_by("u2")
+                .iter()
+                .any(|o| std::ptr::eq(o.text(), newest.text()))
+        );
+        writer.apply_watcher_event(&Event::Delete(owned("a", "j2", &[])));
+        assert!(
+            names_owned_by(&store, "u1").is_empty(),
+            "removed by its stored owners"
+        );
+        assert_eq!(names_owned_by(&store, "u2"), ["j1"]);
+        assert!(!store.read().owned.contains_key("u1"), "no empty sets kept");
+        // A relist rebuilds the index with the content.
+        listed(
+            &mut writer,
+            &[owned("a", "j3", &["u1"]), owned("a", "j3", &["u3"])],
+        );
+        assert!(
+            names_owned_by(&store, "u1").is_empty(),
+            "the later item replaced it"
+        );
+        assert_eq!(names_owned_by(&store, "u3"), ["j3"]);
+        assert!(names_owned_by(&store, "u2").is_empty());
+        assert_eq!(store.read().owned.len(), 1);
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub const MAX_GROUP_LEN: usize = 253;
 /// beyond its request-line limit; a selector of a few dozen requirements fits in a fraction of
 /// this, and the cap keeps a hostile one from becoming a megabyte query string.
 pub(crate) const MAX_SELECTOR_LEN: usize = 4 << 10;
+/// The longest uid or resourceVersion a plugin may pass (a uid is a 36-character UUID, a
+/// resourceVersion an etcd revision of at most 20 digits; both are opaque, so the bound
+/// leaves room without letting one carry a payload).
+pub const MAX_TOKEN_LEN: usize = 128;
 /// How much of a refused value an error message quotes: enough to recognise it, never enough
 /// to carry a payload into a log line or an Event.
 pub(crate) const QUOTED_CHARS: usize = 64;
@@ -64,6 +68,8 @@ pub enum Problem {
     Subdomain,
     /// Not a kind (a letter, then letters, digits or `-`).
     Kind,
+    /// Not an opaque token such as a uid or resourceVersion (letters, digits, `-`, `.`, `_`).
+    Token,
 }
 
 impl fmt::Display for Problem {
@@ -85,6 +91,9 @@ impl fmt::Display for Problem {
             }
             Problem::Kind => f.write_str(
                 "is not a kind (a letter, then letters, digits or `-`, e.g. `ConfigMap`)",
+            ),
+            Problem::Token => f.write_str(
+                "is not a uid or resourceVersion (letters, digits, `-`, `.` and `_` only)",
             ),
         }
     }
@@ -163,6 +172,20 @@ pub(crate) fn check_name(field: &str, name: &str) -> Result<(), NameError> {
     });
     if !ok {
         return Err(refuse(field, name, Problem::NameChars));
+    }
+    Ok(())
+}
+
+/// A uid or resourceVersion: opaque to the host, but it goes into a request body (a
+/// precondition) or an index lookup, so it is bounded at [`MAX_TOKEN_LEN`] and made of
+/// letters, digits, `-`, `.` and `_` (every uid and resourceVersion the API server issues).
+pub fn check_token(field: &str, value: &str) -> Result<(), NameError> {
+    bounded(field, value, MAX_TOKEN_LEN)?;
+    let ok = value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if !ok {
+        return Err(refuse(field, value, Problem::Token));
     }
     Ok(())
 }
@@ -260,6 +283,29 @@ pub fn check_selector(field: &str, selector: &str) -> Result<LabelSelector, Sele
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uids_and_resource_versions_are_bounded_tokens() {
+        for good in [
+            "8f0c3e1a-2b4d-4c6e-9f10-1a2b3c4d5e6f",
+            "48213",
+            "uid-1",
+            "a.b_c",
+        ] {
+            check_token("owner-uid", good).expect(good);
+        }
+        for bad in ["", "a b", "1\"}", "a/b", "x?y", "caf\u{e9}", "a\nb"] {
+            let err = check_token("owner-uid", bad).expect_err(bad);
+            assert!(err.to_string().starts_with("owner-uid `"), "{err}");
+        }
+        let long = "1".repeat(MAX_TOKEN_LEN + 1);
+        assert_eq!(
+            check_token("if-resource-version", &long)
+                .expect_err("long")
+                .problem,
+            Problem::TooLong(MAX_TOKEN_LEN)
+        );
+    }
 
     #[test]
     fn names_that_would_change_a_request_path_are_refused() {

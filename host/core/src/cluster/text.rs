@@ -33,6 +33,13 @@ pub enum TextError {
     /// A JSON patch is not a list of JSON-patch operations.
     #[error("the patch is not a valid JSON patch: {0}")]
     JsonPatch(#[source] serde_json::Error),
+    /// A guarded merge, strategic-merge or apply patch is not a JSON object, so it has no
+    /// `metadata` to carry the resourceVersion.
+    #[error(
+        "a patch with a resourceVersion precondition must be a JSON object whose `metadata`, \
+         if it has one, is an object"
+    )]
+    GuardNotAnObject,
 }
 
 /// An object to create or apply: its JSON text, checked to be a JSON object naming its
@@ -103,6 +110,37 @@ pub fn parse_patch(kind: PatchKind, text: String) -> Result<Patch<Json>, TextErr
         PatchKind::Strategic => Patch::Strategic(json),
         PatchKind::Apply | PatchKind::Json => Patch::Apply(json),
     })
+}
+
+/// `patch`, applying only while the object is at `resource_version` (a checked token): the
+/// API server refuses a patch whose result names another resourceVersion than the stored one
+/// with 409 Conflict. A merge, strategic-merge or apply patch gets `metadata.resourceVersion`
+/// set (replacing one the plugin set); a JSON patch gets a last `replace` of
+/// `/metadata/resourceVersion` (a `test` would fail with 422, which reads as a bad request).
+pub fn guarded(patch: Patch<Json>, resource_version: &str) -> Result<Patch<Json>, TextError> {
+    if let Patch::Json(mut ops) = patch {
+        let op = serde_json::json!({
+            "op": "replace", "path": "/metadata/resourceVersion", "value": resource_version,
+        });
+        ops.0
+            .push(serde_json::from_value(op).map_err(TextError::JsonPatch)?);
+        return Ok(Patch::Json(ops));
+    }
+    let mut tree = patch_value(&patch)?;
+    let (Patch::Merge(body) | Patch::Strategic(body) | Patch::Apply(body)) = &mut tree else {
+        unreachable!("JSON patches returned above, and patch_value makes no other kind");
+    };
+    let Value::Object(body) = body else {
+        return Err(TextError::GuardNotAnObject);
+    };
+    let metadata = body
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if !metadata.is_object() {
+        return Err(TextError::GuardNotAnObject);
+    }
+    metadata["resourceVersion"] = Value::String(resource_version.to_owned());
+    patch_json(tree)
 }
 
 /// The kinds of patch body.
@@ -336,6 +374,40 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_guarded_patch_names_the_resource_version_the_server_checks() {
+        use super::{PatchKind, guarded, parse_patch, patch_value};
+        let merge =
+            parse_patch(PatchKind::Merge, r#"{"status":{"ready":true}}"#.into()).expect("patch");
+        let Ok(super::Patch::Merge(body)) = patch_value(&guarded(merge, "42").expect("guard"))
+        else {
+            panic!("a merge patch stays one");
+        };
+        assert_eq!(
+            body,
+            serde_json::json!({"status": {"ready": true}, "metadata": {"resourceVersion": "42"}})
+        );
+        let json = parse_patch(
+            PatchKind::Json,
+            r#"[{"op":"add","path":"/spec/x","value":1}]"#.into(),
+        )
+        .expect("patch");
+        let Ok(super::Patch::Json(ops)) = guarded(json, "42") else {
+            panic!("a JSON patch stays one");
+        };
+        assert_eq!(
+            serde_json::to_value(&ops).expect("ops")[1],
+            serde_json::json!({"op": "replace", "path": "/metadata/resourceVersion", "value": "42"})
+        );
+        let list = parse_patch(PatchKind::Merge, "[1]".into()).expect("JSON");
+        assert!(guarded(list, "42").is_err(), "a list has no metadata");
+        let odd = parse_patch(PatchKind::Apply, r#"{"metadata":"x"}"#.into()).expect("JSON");
+        assert!(
+            guarded(odd, "42").is_err(),
+            "a metadata that is not an object"
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

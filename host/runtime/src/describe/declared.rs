@@ -18,7 +18,7 @@ use wasmop_core::cluster::GroupVersionKind;
 use wasmop_core::cluster::names::{self, NameError, Quoted, SelectorRefused};
 use wasmop_core::plugin::{Mapping, Permission, PluginInfo, PluginName, Verb, Watch};
 
-use super::super::bindings::wasmop::plugin as wit;
+use super::super::bindings::v0_2::wasmop::plugin as wit;
 
 /// The longest version string: 64 characters hold any semantic version with a pre-release
 /// and build metadata (`1.2.3-rc.1+20260101.abcdef0`) several times over, and keep the

@@ -12,7 +12,8 @@ use tokio::runtime::Handle;
 
 use super::Abort;
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
+    Patch,
 };
 use wasmop_core::plugin::PluginName;
 
@@ -68,6 +69,19 @@ impl Cluster for OnHost {
         .await
     }
 
+    async fn list_owned(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: Option<&str>,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, ClusterError> {
+        let kind = kind.clone();
+        let namespace = namespace.map(str::to_owned);
+        let owner_uid = owner_uid.to_owned();
+        self.on_host(|c| async move { c.list_owned(&kind, namespace.as_deref(), &owner_uid).await })
+            .await
+    }
+
     async fn create(
         &self,
         object: ObjectText,
@@ -106,9 +120,14 @@ impl Cluster for OnHost {
             .await
     }
 
-    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
-        let (target, plugin) = (target.clone(), plugin.clone());
-        self.on_host(|c| async move { c.delete(&target, &plugin).await })
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        plugin: &PluginName,
+    ) -> Result<(), ClusterError> {
+        let (target, params, plugin) = (target.clone(), params.clone(), plugin.clone());
+        self.on_host(|c| async move { c.delete(&target, &params, &plugin).await })
             .await
     }
 
@@ -177,7 +196,20 @@ mod tests {
             ) -> Result<String, ClusterError> {
                 unused()
             }
-            async fn delete(&self, _: &ObjectRef, _: &PluginName) -> Result<(), ClusterError> {
+            async fn list_owned(
+                &self,
+                _: &GroupVersionKind,
+                _: Option<&str>,
+                _: &str,
+            ) -> Result<Vec<String>, ClusterError> {
+                unused()
+            }
+            async fn delete(
+                &self,
+                _: &ObjectRef,
+                _: &DeleteParams,
+                _: &PluginName,
+            ) -> Result<(), ClusterError> {
                 unused()
             }
             async fn emit_event(&self, _: Event, _: &PluginName) -> Result<(), ClusterError> {

@@ -1,24 +1,36 @@
 //! What a component must be to load, checked before wasmtime compiles it so that a bad one
 //! is refused with a clear reason: the binary framing (a component, not a core module, with
-//! every section whole), the `wasmop:plugin` world it targets and its contract version.
+//! every section whole), the `wasmop:plugin` world it targets and its contract version (one
+//! of [`CONTRACTS`], the same for every `wasmop:plugin` item it imports or exports).
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::LoadError;
 
-/// The `wasmop:plugin` version this host implements.
-pub(super) const WIT_VERSION: Version = Version {
+/// The current `wasmop:plugin` version: what `wit/plugin.wit` says.
+pub(crate) const WIT_VERSION: ContractVersion = ContractVersion {
+    major: 0,
+    minor: 2,
+    patch: 0,
+};
+
+/// The frozen 0.1 contract (`wit/0.1.0/plugin.wit`), still loaded.
+pub(crate) const WIT_0_1: ContractVersion = ContractVersion {
     major: 0,
     minor: 1,
     patch: 0,
 };
 
+/// Every `wasmop:plugin` version this host implements, newest first. A component built
+/// against a version semver-compatible with one of them loads (see [`crate::contract`]).
+pub(crate) const CONTRACTS: [ContractVersion; 2] = [WIT_VERSION, WIT_0_1];
+
 const PACKAGE: &str = "wasmop:plugin/";
 
-/// A semver version of the WIT package.
+/// A semver version of the `wasmop:plugin` WIT package: what a component was built against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Version {
+pub struct ContractVersion {
     /// Major.
     pub major: u64,
     /// Minor.
@@ -27,7 +39,7 @@ pub struct Version {
     pub patch: u64,
 }
 
-impl Version {
+impl ContractVersion {
     fn parse(s: &str) -> Option<Self> {
         let core = s.split(['-', '+']).next()?;
         let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
@@ -41,12 +53,12 @@ impl Version {
 
     /// Semver compatibility as the component model sees it: same major, and while the major
     /// is 0, same minor.
-    fn compatible_with(&self, other: &Version) -> bool {
+    pub(crate) fn compatible_with(&self, other: &ContractVersion) -> bool {
         self.major == other.major && (self.major != 0 || self.minor == other.minor)
     }
 }
 
-impl std::fmt::Display for Version {
+impl std::fmt::Display for ContractVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
     }
@@ -102,23 +114,50 @@ fn split_package_item(name: &str) -> Option<(&str, &str)> {
     name.strip_prefix(PACKAGE)?.split_once('@')
 }
 
+/// The versions of [`CONTRACTS`], as an error message lists them:
+/// `wasmop:plugin@0.2.0 and wasmop:plugin@0.1.0`.
+pub(crate) fn supported() -> String {
+    CONTRACTS
+        .iter()
+        .map(|v| format!("wasmop:plugin@{v}"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 /// Checks the component's imports and exports by name, for clear messages before wasmtime's
-/// own type-check.
-pub(super) fn check_world(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+/// own type-check, and returns the contract version they name: one that [`CONTRACTS`] holds
+/// a compatible version of, the same for every `wasmop:plugin` item.
+pub(super) fn check_world(
+    engine: &Engine,
+    component: &Component,
+) -> Result<ContractVersion, LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+    // The first item's version, and which item named it.
+    let mut target: Option<(ContractVersion, &str)> = None;
     for name in exports.iter().chain(&imports) {
-        if let Some((_, version)) = split_package_item(name) {
-            let compatible =
-                Version::parse(version).is_some_and(|v| v.compatible_with(&WIT_VERSION));
-            if !compatible {
-                return Err(LoadError::IncompatibleVersion {
-                    found: version.to_owned(),
-                    supported: WIT_VERSION,
-                    item: name.clone(),
+        let Some((_, version)) = split_package_item(name) else {
+            continue;
+        };
+        let Some(found) = ContractVersion::parse(version)
+            .filter(|v| CONTRACTS.iter().any(|c| v.compatible_with(c)))
+        else {
+            return Err(LoadError::IncompatibleVersion {
+                found: version.to_owned(),
+                supported: supported(),
+                item: name.clone(),
+            });
+        };
+        match target {
+            None => target = Some((found, name)),
+            Some((first, first_item)) if !first.compatible_with(&found) => {
+                return Err(LoadError::MixedVersions {
+                    first: first_item.to_owned(),
+                    second: name.clone(),
                 });
             }
+            Some(_) => {}
         }
     }
     if !exports
@@ -143,7 +182,8 @@ pub(super) fn check_world(engine: &Engine, component: &Component) -> Result<(), 
             imports: unknown.join(", "),
         });
     }
-    Ok(())
+    // The reconciler export names a version, so `target` is set.
+    Ok(target.map_or(WIT_VERSION, |(version, _)| version))
 }
 
 #[cfg(test)]
@@ -151,19 +191,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn wit_version_matches_the_wit_package() {
+    fn wit_versions_match_the_wit_packages() {
         let wit = include_str!("../../../../wit/plugin.wit");
         assert!(wit.contains(&format!("package wasmop:plugin@{WIT_VERSION};")));
+        let frozen = include_str!("../../../../wit/0.1.0/plugin.wit");
+        assert!(frozen.contains(&format!("package wasmop:plugin@{WIT_0_1};")));
     }
 
     #[test]
     fn version_compatibility_follows_component_model_semver() {
-        let v = |s| Version::parse(s).expect(s);
-        assert!(v("0.1.3").compatible_with(&WIT_VERSION));
-        assert!(!v("0.2.0").compatible_with(&WIT_VERSION));
+        let v = |s| ContractVersion::parse(s).expect(s);
+        assert!(v("0.2.3").compatible_with(&WIT_VERSION));
+        assert!(v("0.1.3").compatible_with(&WIT_0_1));
+        assert!(!v("0.1.0").compatible_with(&WIT_VERSION));
+        assert!(!v("0.3.0").compatible_with(&WIT_VERSION));
         assert!(!v("1.0.0").compatible_with(&WIT_VERSION));
+        assert_eq!(supported(), "wasmop:plugin@0.2.0 and wasmop:plugin@0.1.0");
         assert!(v("1.4.0").compatible_with(&v("1.0.0")));
-        assert!(Version::parse("1.x").is_none());
+        assert!(ContractVersion::parse("1.x").is_none());
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
+    Patch,
 };
 use wasmop_core::plugin::{Permission, PluginName, Verb};
 use wasmop_core::policy::Policy;
@@ -93,9 +94,14 @@ impl Cluster for Recorder {
         self.note("patch-status", target);
         self.inner.patch_status(target, patch, plugin).await
     }
-    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        plugin: &PluginName,
+    ) -> Result<(), ClusterError> {
         self.note("delete", target);
-        self.inner.delete(target, plugin).await
+        self.inner.delete(target, params, plugin).await
     }
     async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
         self.note("emit-event", &event.regarding);
@@ -158,7 +164,7 @@ async fn identifiers_built_to_change_a_request_are_refused_before_any_call_leave
     let report = status["attacks"].as_str().unwrap_or_default().to_owned();
     assert_eq!(
         report.split(' ').count(),
-        17,
+        22,
         "every attack reported: {report}"
     );
     for entry in report.split(' ') {

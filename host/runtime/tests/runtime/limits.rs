@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
+    Patch,
 };
 use wasmop_core::plugin::PluginName;
 use wasmop_core::policy::Policy;
@@ -124,7 +125,12 @@ impl Cluster for Stuck {
     ) -> Result<String, ClusterError> {
         std::future::pending().await
     }
-    async fn delete(&self, _: &ObjectRef, _: &PluginName) -> Result<(), ClusterError> {
+    async fn delete(
+        &self,
+        _: &ObjectRef,
+        _: &DeleteParams,
+        _: &PluginName,
+    ) -> Result<(), ClusterError> {
         std::future::pending().await
     }
     async fn emit_event(&self, _: Event, _: &PluginName) -> Result<(), ClusterError> {

@@ -9,6 +9,7 @@
 mod boundary;
 mod cache;
 mod calls;
+mod contract;
 mod demotion;
 mod describe;
 mod hostile;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
+    Patch,
 };
 use wasmop_core::plugin::PluginName;
 use wasmop_offline::memory::{MemoryCluster, Write};
@@ -169,8 +170,13 @@ impl Cluster for Sluggish {
     ) -> Result<String, ClusterError> {
         self.0.patch_status(target, patch, plugin).await
     }
-    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
-        self.0.delete(target, plugin).await
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        plugin: &PluginName,
+    ) -> Result<(), ClusterError> {
+        self.0.delete(target, params, plugin).await
     }
     async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
         self.0.emit_event(event, plugin).await

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use wasmop_core::cluster::{
-    Cluster, ClusterError, Event, GroupVersionKind, Json, ObjectRef, ObjectText, Patch,
+    Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
+    Patch,
 };
 use wasmop_core::plugin::PluginName;
 use wasmop_offline::memory::MemoryCluster;
@@ -82,9 +83,14 @@ impl Cluster for Gated {
         self.pass().await;
         self.inner.patch_status(target, patch, plugin).await
     }
-    async fn delete(&self, target: &ObjectRef, plugin: &PluginName) -> Result<(), ClusterError> {
+    async fn delete(
+        &self,
+        target: &ObjectRef,
+        params: &DeleteParams,
+        plugin: &PluginName,
+    ) -> Result<(), ClusterError> {
         self.pass().await;
-        self.inner.delete(target, plugin).await
+        self.inner.delete(target, params, plugin).await
     }
     async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
         self.pass().await;

@@ -106,7 +106,7 @@ impl Guest for Plugin {
             kube::get(&req.target).map_err(|e| Error::Retryable(format!("get: {e:?}")))?;
         if depth(&current) >= want && current.contains(MARKER) {
             let status = format!("{{\"status\":{{\"deepObject\":\"ok {want}\"}}}}");
-            let reply = kube::patch_status(&req.target, &PatchBody::Merge(status))
+            let reply = kube::patch_status(&req.target, &PatchBody::Merge(status), None)
                 .map_err(|e| Error::Retryable(format!("status: {e:?}")))?;
             if depth(&reply) < want {
                 return Err(Error::Permanent(format!(

@@ -61,7 +61,7 @@ impl Guest for Plugin {
             for i in 0..25 {
                 let _ = kube::get(&target(i));
                 let _ = kube::list(&secret(), req.target.namespace.as_deref(), None);
-                let _ = kube::delete(&target(i));
+                let _ = kube::delete(&target(i), &background());
                 let _ = events::emit(&Event {
                     regarding: target(i),
                     event_type: EventType::Warning,
@@ -95,3 +95,15 @@ impl Guest for Plugin {
 }
 
 export!(Plugin);
+
+/// Background propagation and no preconditions: what 0.1's `delete` always did.
+fn background() -> wasmop::plugin::kube::DeleteOptions {
+    wasmop::plugin::kube::DeleteOptions {
+        propagation: wasmop::plugin::kube::Propagation::Background,
+        preconditions: wasmop::plugin::kube::Preconditions {
+            uid: None,
+            resource_version: None,
+        },
+        grace_period_seconds: None,
+    }
+}

@@ -62,7 +62,7 @@ impl Guest for Plugin {
         let report =
             format!("binding-create={binding} binding-apply={applied} priority-apply={priority}");
         let status = format!("{{\"status\":{{\"cluster\":{report:?}}}}}");
-        kube::patch_status(&req.target, &PatchBody::Merge(status))
+        kube::patch_status(&req.target, &PatchBody::Merge(status), None)
             .map_err(|e| Error::Retryable(format!("status: {e:?}")))?;
         if [binding, applied, priority].iter().all(|o| *o == "denied") {
             Ok(Action::Done)

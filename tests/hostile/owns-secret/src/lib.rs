@@ -58,7 +58,7 @@ impl Guest for Plugin {
         }));
         let report = format!("list-all={everywhere} list-kube-system={kube_system} get={one}");
         let status = format!("{{\"status\":{{\"secrets\":{report:?}}}}}");
-        kube::patch_status(&req.target, &PatchBody::Merge(status))
+        kube::patch_status(&req.target, &PatchBody::Merge(status), None)
             .map_err(|e| Error::Retryable(format!("status: {e:?}")))?;
         if [everywhere, kube_system, one]
             .iter()

@@ -57,6 +57,7 @@ impl Guest for Plugin {
             kube::patch_status(
                 &req.target,
                 &PatchBody::Merge(format!("{{\"status\":{{\"tick\":{next}}}}}")),
+                None,
             )
         } else {
             let field = if name.contains("annotation") {
@@ -70,6 +71,7 @@ impl Guest for Plugin {
                 &PatchBody::Merge(format!(
                     "{{\"metadata\":{{\"{field}\":{{\"wasmop.test/tick\":\"{next}\"}}}}}}"
                 )),
+                None,
             )
         };
         result.map_err(|e| Error::Retryable(format!("patch: {e:?}")))?;

@@ -2,7 +2,9 @@
 //! the request the host would make — a name that becomes a query (`x?fieldManager=spoofed&`),
 //! a collection delete (`?`), path traversal (`..`, `../../kube-system/...`, `%2F`), a version
 //! carrying a path to a Secret, a namespace with a `/`, a selector with `&`, control
-//! characters, an over-long name. All on ConfigMap, a kind it owns, so that the grant check
+//! characters, an over-long name, a uid or resourceVersion (an owner to list by, a delete's
+//! precondition, a patch's guard) built to break out of the JSON body it goes into or to
+//! carry a query. All on ConfigMap, a kind it owns, so that the grant check
 //! passes and only the host's validation stands in the way.
 //!
 //! Each attack must come back `invalid` from the host itself (the message names the field, so
@@ -51,6 +53,7 @@ fn outcome<T>(result: Result<T, KubeError>, field: &str) -> String {
         Err(KubeError::Invalid(m)) => format!("invalid-elsewhere({})", m.len()),
         Err(KubeError::NotFound(_)) => "not-found".into(),
         Err(KubeError::Conflict(_)) => "conflict".into(),
+        Err(KubeError::AlreadyExists(_)) => "already-exists".into(),
         Err(KubeError::Forbidden(_)) => "forbidden".into(),
         Err(KubeError::Denied(_)) => "denied".into(),
         Err(KubeError::Unavailable(_)) => "unavailable".into(),
@@ -65,32 +68,51 @@ fn attacks(ns: &str) -> Vec<(&'static str, String)> {
         (
             "patch-query",
             outcome(
-                kube::patch(&config_map(Some(ns), "x?fieldManager=spoofed&"), &merge()),
+                kube::patch(
+                    &config_map(Some(ns), "x?fieldManager=spoofed&"),
+                    &merge(),
+                    None,
+                ),
                 "target.name",
             ),
         ),
         (
             "delete-collection",
-            outcome(kube::delete(&config_map(Some(ns), "?")), "target.name"),
+            outcome(
+                kube::delete(&config_map(Some(ns), "?"), &background()),
+                "target.name",
+            ),
         ),
         (
             "delete-traversal",
             outcome(
-                kube::delete(&config_map(Some(ns), "../../kube-system/configmaps/victim")),
+                kube::delete(
+                    &config_map(Some(ns), "../../kube-system/configmaps/victim"),
+                    &background(),
+                ),
                 "target.name",
             ),
         ),
         (
             "delete-encoded",
-            outcome(kube::delete(&config_map(Some(ns), "a%2Fb")), "target.name"),
+            outcome(
+                kube::delete(&config_map(Some(ns), "a%2Fb"), &background()),
+                "target.name",
+            ),
         ),
         (
             "delete-dot",
-            outcome(kube::delete(&config_map(Some(ns), "..")), "target.name"),
+            outcome(
+                kube::delete(&config_map(Some(ns), ".."), &background()),
+                "target.name",
+            ),
         ),
         (
             "delete-empty",
-            outcome(kube::delete(&config_map(Some(ns), "")), "target.name"),
+            outcome(
+                kube::delete(&config_map(Some(ns), ""), &background()),
+                "target.name",
+            ),
         ),
         (
             "get-version-path",
@@ -183,12 +205,60 @@ fn attacks(ns: &str) -> Vec<(&'static str, String)> {
         ),
         (
             "long-name",
-            outcome(kube::delete(&config_map(Some(ns), &long)), "target.name"),
+            outcome(
+                kube::delete(&config_map(Some(ns), &long), &background()),
+                "target.name",
+            ),
+        ),
+        (
+            "list-owned-uid-injection",
+            outcome(
+                kube::list_owned(&gvk("", "v1", "ConfigMap"), Some(ns), "x\"}],\"a\":{\"b"),
+                "owner-uid",
+            ),
+        ),
+        (
+            "delete-uid-precondition-injection",
+            outcome(
+                kube::delete(
+                    &config_map(Some(ns), "victim"),
+                    &with_preconditions(Some("u\"},\"dryRun\":[\"All"), None),
+                ),
+                "options.preconditions.uid",
+            ),
+        ),
+        (
+            "delete-rv-precondition-query",
+            outcome(
+                kube::delete(
+                    &config_map(Some(ns), "victim"),
+                    &with_preconditions(None, Some("1?dryRun=All")),
+                ),
+                "options.preconditions.resource-version",
+            ),
+        ),
+        (
+            "patch-guard-injection",
+            outcome(
+                kube::patch(
+                    &config_map(Some(ns), "victim"),
+                    &merge(),
+                    Some("1\",\"uid\":\"forged"),
+                ),
+                "if-resource-version",
+            ),
+        ),
+        (
+            "patch-status-guard-long",
+            outcome(
+                kube::patch_status(&config_map(Some(ns), "victim"), &merge(), Some(&long)),
+                "if-resource-version",
+            ),
         ),
         (
             "control-characters",
             outcome(
-                kube::patch(&config_map(Some(ns), "a\r\nb\u{1b}[2J"), &merge()),
+                kube::patch(&config_map(Some(ns), "a\r\nb\u{1b}[2J"), &merge(), None),
                 "target.name",
             ),
         ),
@@ -219,7 +289,7 @@ impl Guest for Plugin {
             .collect::<Vec<_>>()
             .join(" ");
         let status = format!("{{\"status\":{{\"attacks\":{report:?}}}}}");
-        kube::patch_status(&req.target, &PatchBody::Merge(status))
+        kube::patch_status(&req.target, &PatchBody::Merge(status), None)
             .map_err(|e| Error::Retryable(format!("status: {e:?}")))?;
         match results.iter().find(|(_, outcome)| outcome != "invalid") {
             None => Ok(Action::Done),
@@ -233,3 +303,28 @@ impl Guest for Plugin {
 }
 
 export!(Plugin);
+
+/// Background propagation and no preconditions: what 0.1's `delete` always did.
+fn background() -> wasmop::plugin::kube::DeleteOptions {
+    wasmop::plugin::kube::DeleteOptions {
+        propagation: wasmop::plugin::kube::Propagation::Background,
+        preconditions: wasmop::plugin::kube::Preconditions {
+            uid: None,
+            resource_version: None,
+        },
+        grace_period_seconds: None,
+    }
+}
+
+/// Delete options carrying the given (hostile) preconditions.
+fn with_preconditions(
+    uid: Option<&str>,
+    resource_version: Option<&str>,
+) -> wasmop::plugin::kube::DeleteOptions {
+    let mut options = background();
+    options.preconditions = wasmop::plugin::kube::Preconditions {
+        uid: uid.map(str::to_owned),
+        resource_version: resource_version.map(str::to_owned),
+    };
+    options
+}

@@ -70,7 +70,7 @@ impl Guest for Plugin {
         );
         kube::apply(&mirror).map_err(|e| Error::Retryable(format!("apply: {e:?}")))?;
         let status = format!("{{\"status\":{{\"mirrored\":\"{value}\"}}}}");
-        kube::patch_status(&req.target, &PatchBody::Merge(status))
+        kube::patch_status(&req.target, &PatchBody::Merge(status), None)
             .map_err(|e| Error::Retryable(format!("status: {e:?}")))?;
         events::emit(&Event {
             regarding: req.target.clone(),
@@ -93,9 +93,22 @@ impl Guest for Plugin {
             namespace: req.target.namespace.clone(),
             name: format!("{}-mirror", req.target.name),
         };
-        kube::delete(&mirror).map_err(|e| Error::Retryable(format!("delete: {e:?}")))?;
+        kube::delete(&mirror, &background())
+            .map_err(|e| Error::Retryable(format!("delete: {e:?}")))?;
         Ok(Action::Done)
     }
 }
 
 export!(Plugin);
+
+/// Background propagation and no preconditions: what 0.1's `delete` always did.
+fn background() -> wasmop::plugin::kube::DeleteOptions {
+    wasmop::plugin::kube::DeleteOptions {
+        propagation: wasmop::plugin::kube::Propagation::Background,
+        preconditions: wasmop::plugin::kube::Preconditions {
+            uid: None,
+            resource_version: None,
+        },
+        grace_period_seconds: None,
+    }
+}
