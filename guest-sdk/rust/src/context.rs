@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::bindings::wasmop::plugin::{config, events, kube, types};
+use crate::delete::DeleteOptions;
 use crate::error::Error;
 use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode, from_json, json_text};
 use crate::stored::Stored;
@@ -171,8 +172,53 @@ impl Context {
         items.iter().map(|json| decode(json, "list")).collect()
     }
 
-    /// Creates `object`; fails with [`KubeError::Conflict`](crate::KubeError::Conflict) if
-    /// it exists.
+    /// The `T` objects with an owner reference to `owner` (controller or not): in `owner`'s
+    /// namespace when both kinds are namespaced, in every namespace the plugin may read when
+    /// `owner` is cluster-scoped. controller-runtime's owner-field index, built into the host:
+    /// for a kind the plugin [`owns`](crate::Info::owns) or watches it is answered from the
+    /// host's cache without an API request, and the host hands over (and the plugin decodes)
+    /// only the owned objects, however many others of the kind there are. For other kinds the
+    /// host makes one list request and filters it.
+    ///
+    /// ```no_run
+    /// # // no_run: outside a wasm host every host call panics.
+    /// # use wasmop_guest::{Context, ReconcileError};
+    /// use wasmop_guest::k8s_openapi::api::batch::v1::Job;
+    /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// fn children(owner: &ConfigMap, ctx: &Context) -> Result<usize, ReconcileError> {
+    ///     Ok(ctx.list_owned::<Job, _>(owner)?.len())
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::MissingUid`] when `owner` was not read from the cluster.
+    pub fn list_owned<T: Object, O: Object>(&self, owner: &O) -> Result<Vec<T>, Error> {
+        let owner_ref = ObjectRef::of(owner)?;
+        let Some(uid) = owner.metadata().uid.as_deref() else {
+            return Err(Error::MissingUid { owner: owner_ref });
+        };
+        let namespace = if T::NAMESPACED {
+            owner.namespace()
+        } else {
+            None
+        };
+        let gvk = Gvk::of::<T>();
+        let items = kube::list_owned(&gvk.into(), namespace, uid).map_err(|e| {
+            kube_error(
+                "list-owned",
+                format!("{} of {owner_ref}", T::URL_PATH_SEGMENT),
+                e,
+            )
+        })?;
+        items
+            .iter()
+            .map(|json| decode(json, "list-owned"))
+            .collect()
+    }
+
+    /// Creates `object`; fails with [`KubeError::AlreadyExists`](crate::KubeError::AlreadyExists)
+    /// if one of that name exists (see [`Error::is_already_exists`]).
     pub fn create<T: Object>(&self, object: &T) -> Result<Stored<T>, Error> {
         let target = ObjectRef::of(object)?;
         let stored = kube::create(&encode(object)?)
@@ -197,8 +243,34 @@ impl Context {
         name: &str,
         patch: &Patch,
     ) -> Result<Stored<T>, Error> {
+        self.patch_guarded(namespace, name, patch, None)
+    }
+
+    /// Patches `object` only if it is still as it was read: the write carries `object`'s
+    /// `metadata.resourceVersion`, and fails with [`KubeError::Conflict`](crate::KubeError::Conflict)
+    /// if anything changed the object since (see [`Error::is_conflict`]: read it again, or
+    /// return the error to be retried).
+    ///
+    /// # Errors
+    /// [`Error::MissingResourceVersion`] for an object not read from the cluster.
+    pub fn patch_if_unchanged<T: Object>(
+        &self,
+        object: &T,
+        patch: &Patch,
+    ) -> Result<Stored<T>, Error> {
+        let rv = resource_version(object)?;
+        self.patch_guarded(object.namespace(), object.name(), patch, Some(rv))
+    }
+
+    fn patch_guarded<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+        resource_version: Option<&str>,
+    ) -> Result<Stored<T>, Error> {
         let target = ObjectRef::new::<T>(namespace, name)?;
-        let stored = kube::patch(&target.clone().into(), &patch.into())
+        let stored = kube::patch(&target.clone().into(), &patch.into(), resource_version)
             .map_err(|e| kube_error("patch", target.to_string(), e))?;
         Ok(Stored::new(stored, "patch"))
     }
@@ -210,7 +282,7 @@ impl Context {
         name: &str,
         patch: &Patch,
     ) -> Result<Stored<T>, Error> {
-        self.patch_status_body(namespace, name, &patch.into())
+        self.patch_status_body(namespace, name, &patch.into(), None)
     }
 
     /// Sets `object`'s status to `status` with a merge patch of the status subresource
@@ -221,7 +293,24 @@ impl Context {
         status: &S,
     ) -> Result<Stored<T>, Error> {
         let body = kube::PatchBody::Merge(status_patch::<T, S>(status)?);
-        self.patch_status_body(object.namespace(), object.name(), &body)
+        self.patch_status_body(object.namespace(), object.name(), &body, None)
+    }
+
+    /// [`update_status`](Self::update_status), only if `object` is still as it was read: a
+    /// status computed from a stale read fails with
+    /// [`KubeError::Conflict`](crate::KubeError::Conflict) instead of overwriting a newer one
+    /// (last writer wins otherwise). The guard is `object`'s `metadata.resourceVersion`.
+    ///
+    /// # Errors
+    /// [`Error::MissingResourceVersion`] for an object not read from the cluster.
+    pub fn update_status_if_unchanged<T: Object, S: Serialize>(
+        &self,
+        object: &T,
+        status: &S,
+    ) -> Result<Stored<T>, Error> {
+        let rv = resource_version(object)?;
+        let body = kube::PatchBody::Merge(status_patch::<T, S>(status)?);
+        self.patch_status_body(object.namespace(), object.name(), &body, Some(rv))
     }
 
     /// [`patch_status`](Self::patch_status) with a body already written as text.
@@ -230,18 +319,46 @@ impl Context {
         namespace: Option<&str>,
         name: &str,
         body: &kube::PatchBody,
+        resource_version: Option<&str>,
     ) -> Result<Stored<T>, Error> {
         let target = ObjectRef::new::<T>(namespace, name)?;
-        let stored = kube::patch_status(&target.clone().into(), body)
+        let stored = kube::patch_status(&target.clone().into(), body, resource_version)
             .map_err(|e| kube_error("patch-status", target.to_string(), e))?;
         Ok(Stored::new(stored, "patch-status"))
     }
 
-    /// Deletes the `T` named `name` (owned objects are garbage-collected). Deleting an object
-    /// that does not exist succeeds.
+    /// Deletes the `T` named `name` with background propagation (owned objects are
+    /// garbage-collected) and no preconditions. Deleting an object that does not exist
+    /// succeeds.
     pub fn delete<T: Object>(&self, namespace: Option<&str>, name: &str) -> Result<(), Error> {
+        self.delete_with::<T>(namespace, name, &DeleteOptions::new())
+    }
+
+    /// Deletes the `T` named `name` as `options` say: propagation, uid and resourceVersion
+    /// preconditions (a failed one is [`KubeError::Conflict`](crate::KubeError::Conflict) and
+    /// deletes nothing), grace period. Deleting an object that does not exist succeeds.
+    ///
+    /// ```no_run
+    /// # // no_run: outside a wasm host every host call panics.
+    /// # use wasmop_guest::{Context, ReconcileError};
+    /// use wasmop_guest::k8s_openapi::api::batch::v1::Job;
+    /// use wasmop_guest::{DeleteOptions, Object};
+    ///
+    /// fn prune(old: &Job, ctx: &Context) -> Result<(), ReconcileError> {
+    ///     // Jobs orphan their Pods unless told otherwise; and only the Job as it was read.
+    ///     let options = DeleteOptions::new().if_unchanged(old)?;
+    ///     ctx.delete_with::<Job>(old.namespace(), old.name(), &options)?;
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn delete_with<T: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<(), Error> {
         let target = ObjectRef::new::<T>(namespace, name)?;
-        kube::delete(&target.clone().into())
+        kube::delete(&target.clone().into(), &options.into())
             .map_err(|e| kube_error("delete", target.to_string(), e))
     }
 
@@ -267,6 +384,16 @@ impl Context {
     /// typos with `#[serde(deny_unknown_fields)]`).
     pub fn config<C: DeserializeOwned>(&self) -> Result<C, Error> {
         from_json(&config::get()).map_err(Error::Config)
+    }
+}
+
+/// `object`'s resourceVersion, which a guarded write needs.
+fn resource_version<T: Object>(object: &T) -> Result<&str, Error> {
+    match object.metadata().resource_version.as_deref() {
+        Some(rv) => Ok(rv),
+        None => Err(Error::MissingResourceVersion {
+            target: ObjectRef::of(object)?,
+        }),
     }
 }
 

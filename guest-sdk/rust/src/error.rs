@@ -13,9 +13,13 @@ pub enum KubeError {
     /// The object does not exist (HTTP 404).
     #[error("not found: {0}")]
     NotFound(String),
-    /// A write lost a race (HTTP 409).
+    /// A write lost a race or its precondition failed (HTTP 409): the object changed since
+    /// it was read.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A create found an object of that name already (HTTP 409 AlreadyExists).
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
     /// The host's Kubernetes identity may not do this (HTTP 403 from RBAC).
     #[error("forbidden: {0}")]
     Forbidden(String),
@@ -38,6 +42,7 @@ impl From<WitKubeError> for KubeError {
         match e {
             WitKubeError::NotFound(m) => Self::NotFound(m),
             WitKubeError::Conflict(m) => Self::Conflict(m),
+            WitKubeError::AlreadyExists(m) => Self::AlreadyExists(m),
             WitKubeError::Forbidden(m) => Self::Forbidden(m),
             WitKubeError::Denied(m) => Self::Denied(m),
             WitKubeError::Invalid(m) => Self::Invalid(m),
@@ -112,6 +117,16 @@ pub enum Error {
         /// The kind.
         kind: &'static str,
     },
+    /// A guarded write names an object without `metadata.resourceVersion` (it was built
+    /// locally, not read from the cluster), so there is no version to guard.
+    #[error(
+        "{target} has no metadata.resourceVersion, so a write cannot be guarded by it; use the \
+         object as read from the cluster"
+    )]
+    MissingResourceVersion {
+        /// The object.
+        target: ObjectRef,
+    },
     /// An owner has no `metadata.uid` (it was built locally, not read from the cluster).
     #[error(
         "{owner} has no metadata.uid, so it cannot own objects; use the object the host passed"
@@ -136,13 +151,18 @@ impl Error {
         matches!(self.kube_error(), Some(KubeError::NotFound(_)))
     }
 
-    /// True when a write lost a race.
+    /// True when a write lost a race or its precondition failed.
     pub fn is_conflict(&self) -> bool {
         matches!(self.kube_error(), Some(KubeError::Conflict(_)))
     }
 
+    /// True when a create found an object of that name.
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self.kube_error(), Some(KubeError::AlreadyExists(_)))
+    }
+
     /// Whether retrying the reconcile later could succeed: true for failures of the moment
-    /// (not found, conflict, unavailable, RBAC that an operator can fix); false for mistakes
+    /// (not found, conflict, already exists, unavailable, RBAC that an operator can fix); false for mistakes
     /// that repeat until the object or the plugin changes (a call the wasmop policy denies,
     /// an invalid object, JSON that does not fit the types, bad configuration).
     pub fn is_retryable(&self) -> bool {
@@ -255,6 +275,9 @@ mod tests {
         assert!(!ReconcileError::from(kube(KubeError::Invalid("no".into()))).is_retryable());
         assert!(ReconcileError::from(kube(KubeError::Unavailable("later".into()))).is_retryable());
         assert!(kube(KubeError::NotFound("gone".into())).is_not_found());
+        let exists = kube(KubeError::AlreadyExists("taken".into()));
+        assert!(exists.is_already_exists() && !exists.is_conflict());
+        assert!(ReconcileError::from(exists).is_retryable());
     }
 
     #[test]

@@ -50,6 +50,7 @@
 pub mod bindings;
 mod conditions;
 mod context;
+mod delete;
 mod error;
 mod info;
 pub mod log;
@@ -63,10 +64,11 @@ mod stored;
 
 pub use conditions::{ConditionStatus, condition, find_condition, set_condition};
 pub use context::{Context, Event, EventType, Patch};
+pub use delete::{DeleteOptions, Propagation};
 pub use error::{Error, KubeError, ReconcileError};
 pub use info::{Info, Mapping, Permission, Verb};
 pub use object::{Gvk, Object, ObjectRef, Scope};
-pub use owner::{owned_meta, owner_reference};
+pub use owner::{object_reference, owned_meta, owner_reference};
 pub use reconciler::{Action, Reconciler};
 pub use stored::Stored;
 

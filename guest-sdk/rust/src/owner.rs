@@ -1,6 +1,7 @@
 //! Owner references: how a plugin marks the objects it creates as its primary object's, so the
 //! host reconciles the owner when they change and Kubernetes garbage-collects them with it.
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::error::Error;
@@ -28,6 +29,44 @@ pub fn owner_reference<T: Object>(owner: &T) -> Result<OwnerReference, Error> {
         uid,
         controller: Some(true),
         block_owner_deletion: Some(true),
+    })
+}
+
+/// A reference to `object` as status fields and Events carry one (a `core/v1`
+/// `ObjectReference`: apiVersion, kind, namespace, name, uid, resourceVersion), e.g. a
+/// CronJob's `status.active` Jobs: client-go's `reference.GetReference`.
+///
+/// ```
+/// use wasmop_guest::k8s_openapi::api::batch::v1::Job;
+/// use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+///
+/// let job = Job {
+///     metadata: ObjectMeta {
+///         name: Some("nightly-29001".into()),
+///         namespace: Some("apps".into()),
+///         uid: Some("u-1".into()),
+///         ..ObjectMeta::default()
+///     },
+///     ..Job::default()
+/// };
+/// let r = wasmop_guest::object_reference(&job).unwrap();
+/// assert_eq!((r.api_version.as_deref(), r.kind.as_deref()), (Some("batch/v1"), Some("Job")));
+/// assert_eq!(r.uid.as_deref(), Some("u-1"));
+/// ```
+///
+/// # Errors
+/// [`Error::MissingName`] (or a namespace error) when `object` does not name itself.
+pub fn object_reference<T: Object>(object: &T) -> Result<ObjectReference, Error> {
+    let target = ObjectRef::of(object)?;
+    let meta = object.metadata();
+    Ok(ObjectReference {
+        api_version: Some(T::API_VERSION.to_owned()),
+        kind: Some(T::KIND.to_owned()),
+        namespace: target.namespace,
+        name: Some(target.name),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        field_path: None,
     })
 }
 

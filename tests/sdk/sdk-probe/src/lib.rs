@@ -9,7 +9,8 @@ use std::time::Duration;
 use wasmop_guest::k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use wasmop_guest::serde_json::{Value, json};
 use wasmop_guest::{
-    Action, Context, Error, Event, Info, Object, Patch, ReconcileError, Reconciler, owned_meta,
+    Action, Context, DeleteOptions, Error, Event, Info, Object, Patch, ReconcileError, Reconciler,
+    owned_meta,
 };
 
 struct Probe;
@@ -25,16 +26,17 @@ impl Reconciler for Probe {
         let config: Value = ctx.config()?;
         let namespace = cm.namespace();
         match config["scenario"].as_str().unwrap_or_default() {
-            // create returns the stored object; a second create is a conflict the plugin can
-            // recognise and handle.
-            "create-then-conflict" => {
+            // create returns the stored object; a second create is `already-exists` (not a
+            // lost race), which the plugin can recognise and handle.
+            "create-then-already-exists" => {
                 let secret = owned_secret(&cm)?;
                 let stored = ctx.create(&secret)?.into_object()?;
                 let second = ctx.create(&secret).expect_err("the secret exists now");
                 let note = format!(
-                    "stored {} has a uid: {}; second create is a conflict: {}",
+                    "stored {} has a uid: {}; second create already exists: {}, is a conflict: {}",
                     stored.name(),
                     stored.metadata.uid.is_some(),
+                    second.is_already_exists(),
                     second.is_conflict()
                 );
                 ctx.event(&cm, Event::normal("Probed", "Create", note))?;
@@ -105,13 +107,66 @@ impl Reconciler for Probe {
                 )?;
                 Ok(Action::Done)
             }
+            // Only the Secrets this ConfigMap owns, from the host's owner index.
+            "list-owned" => {
+                let mut owned: Vec<String> = ctx
+                    .list_owned::<Secret, _>(&cm)?
+                    .iter()
+                    .map(|s| s.name().to_owned())
+                    .collect();
+                owned.sort();
+                ctx.event(
+                    &cm,
+                    Event::normal("Probed", "List", format!("owned: {}", owned.join(","))),
+                )?;
+                Ok(Action::Done)
+            }
+            // A write guarded by the resourceVersion read: the first applies, the second (from
+            // the same, now stale, read) is a conflict; the status write from it too.
+            "guarded-writes" => {
+                let label = Patch::Merge(json!({"metadata": {"labels": {"guarded": "yes"}}}));
+                ctx.patch_if_unchanged(&cm, &label)?;
+                let again = ctx.patch_if_unchanged(&cm, &label).expect_err("stale");
+                let status = json!({"seen": "stale"});
+                let status = ctx
+                    .update_status_if_unchanged(&cm, &status)
+                    .expect_err("stale");
+                let note = format!(
+                    "stale patch is a conflict: {}; stale status is a conflict: {}",
+                    again.is_conflict(),
+                    status.is_conflict()
+                );
+                ctx.event(&cm, Event::normal("Probed", "Patch", note))?;
+                Ok(Action::Done)
+            }
+            // Delete with options: a wrong uid precondition deletes nothing; orphaning keeps
+            // the dependents.
+            "delete-options" => {
+                let wrong = DeleteOptions::new().uid("not-the-uid");
+                let refused = ctx
+                    .delete_with::<Secret>(namespace, "keep", &wrong)
+                    .expect_err("the uid differs");
+                let keep = ctx.get::<Secret>(namespace, "keep")?;
+                let kept = keep.is_some();
+                if let Some(keep) = keep {
+                    let exact = DeleteOptions::orphan().if_unchanged(&keep)?;
+                    ctx.delete_with::<Secret>(namespace, "keep", &exact)?;
+                }
+                let note = format!(
+                    "wrong uid is a conflict: {}; kept: {kept}; gone now: {}",
+                    refused.is_conflict(),
+                    ctx.get::<Secret>(namespace, "keep")?.is_none()
+                );
+                ctx.event(&cm, Event::warning("Probed", "Delete", note))?;
+                Ok(Action::Done)
+            }
             // A kind the plugin did not declare: denied by the host, a permanent error.
             "undeclared-kind" => {
                 ctx.get::<Namespace>(None, "default")?;
                 Ok(Action::Done)
             }
-            // A conflict through `?`: a retryable error.
-            "conflict-is-retryable" => {
+            // An existing object through `?`: a retryable error.
+            "already-exists-is-retryable" => {
                 ctx.create(&owned_secret(&cm)?)?;
                 Ok(Action::Done)
             }
