@@ -264,6 +264,11 @@ async fn put_configmap(env: &TestEnv, bytes: &[u8]) -> f64 {
     t0
 }
 
+/// The benchmark.
+///
+/// Long on purpose: a benchmark's procedure is one linear script of set-up, measurements and
+/// the lines it prints, in the order they are printed; split into pieces it would have to pass
+/// its handful of shared locals (runtime, cluster, samples) around and be read out of order.
 async fn run() {
     let rounds: usize = std::env::var("WASMOP_BENCH_ROUNDS")
         .ok()

@@ -195,6 +195,11 @@ fn reads(objects: &[CachedObject], read: impl Fn(&CachedObject) -> String) -> (D
     (took / u32::try_from(count).unwrap(), allocations)
 }
 
+/// The benchmark.
+///
+/// Long on purpose: a benchmark's procedure is one linear script of set-up, measurements and
+/// the lines it prints, in the order they are printed; split into pieces it would have to pass
+/// its handful of shared locals (runtime, cluster, samples) around and be read out of order.
 fn main() {
     let n: usize = std::env::var("WASMOP_BENCH_OBJECTS")
         .ok()

@@ -35,6 +35,11 @@ fn engine(strategy: Strategy, opt: OptLevel, parallel: bool) -> Engine {
     Engine::new(&c).unwrap()
 }
 
+/// The benchmark.
+///
+/// Long on purpose: a benchmark's procedure is one linear script of set-up, measurements and
+/// the lines it prints, in the order they are printed; split into pieces it would have to pass
+/// its handful of shared locals (runtime, cluster, samples) around and be read out of order.
 fn main() {
     let rounds: usize = std::env::var("WASMOP_BENCH_ROUNDS")
         .ok()

@@ -156,6 +156,11 @@ struct DatabaseStatus {
     observed_generation: Option<i64>,
 }
 
+/// The native twin of `database-config`'s reconcile.
+///
+/// Long on purpose: it mirrors the plugin's steps one for one (decode, build the ConfigMap,
+/// apply, compute the status, patch it, emit the Event), so that the two can be compared line
+/// by line; helpers the plugin does not have would make the comparison less direct.
 async fn native_reconcile(
     cluster: &dyn Cluster,
     plugin: &PluginName,
@@ -264,6 +269,11 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// The benchmark.
+///
+/// Long on purpose: a benchmark's procedure is one linear script of set-up, measurements and
+/// the lines it prints, in the order they are printed; split into pieces it would have to pass
+/// its handful of shared locals (runtime, cluster, samples) around and be read out of order.
 fn main() -> anyhow::Result<()> {
     let calls: usize = std::env::var("WASMOP_BENCH_CALLS")
         .ok()
