@@ -1,9 +1,10 @@
 //! The `wasmop` command line. Arguments are parsed by clap into `Raw*` structs, validated
 //! into what the commands use, and errors are printed with their whole chain.
 //!
-//! Exit codes: 0 success; 1 an error (bad arguments, a file that cannot be read or loaded);
-//! 2 a report that differs from its `--expect` golden file; 3 a plugin call that did not
-//! succeed (without `--expect`).
+//! Exit codes (each command's `--help` lists its own): 0 success; 1 an error (a file that
+//! cannot be read or loaded, a host that cannot start or be reached); 2 a usage error (clap's
+//! code: bad or missing arguments) or, for `test --expect`, a report that differs from the
+//! golden file; 3 a `test` call that did not succeed (without `--expect`).
 
 mod check;
 mod compile;

@@ -1,5 +1,6 @@
 //! Tests of the `wasmop` binary: `check` output and exit codes for good and bad files, and
-//! `test` with and without `--expect`.
+//! `test` with and without `--expect`: `--bless`, `--now`, plugin log lines in the report,
+//! resourceVersions kept as given, and the exit codes each command's `--help` documents.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -288,5 +289,205 @@ fn test_reports_a_bad_object_file_by_name() {
     assert!(
         stderr.contains("bad.yaml") && stderr.contains("has no `apiVersion`"),
         "{stderr}"
+    );
+}
+
+/// A file of the `database-config` golden case `case`.
+fn database_case(case: &str, file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/rust/database-config/tests/cases")
+        .join(case)
+        .join(file)
+        .display()
+        .to_string()
+}
+
+/// `wasmop test` of database-config's `creates-config-map` case with `extra` arguments.
+fn database_test(extra: &[&str]) -> Output {
+    let (object, state) = (
+        database_case("creates-config-map", "object.yaml"),
+        database_case("creates-config-map", "state.yaml"),
+    );
+    let component = guest("database-config");
+    let mut args = vec!["test", &component, "--object", &object, "--state", &state];
+    args.extend(extra);
+    run(&args)
+}
+
+#[test]
+fn test_now_sets_the_guest_clock_and_defaults_to_the_offline_clock() {
+    let default = database_test(&[]);
+    assert!(default.status.success(), "{}", text(&default.stderr));
+    let stdout = text(&default.stdout);
+    assert!(
+        stdout.contains("lastTransitionTime: 2025-01-01T00:00:00Z"),
+        "{stdout}"
+    );
+    let later = database_test(&["--now", "2025-01-01T00:01:00Z"]);
+    assert!(later.status.success(), "{}", text(&later.stderr));
+    let stdout = text(&later.stdout);
+    assert!(
+        stdout.contains("lastTransitionTime: 2025-01-01T00:01:00Z")
+            && !stdout.contains("2025-01-01T00:00:00Z"),
+        "{stdout}"
+    );
+    let help = text(&run(&["test", "--help"]).stdout);
+    assert!(
+        help.contains("--now <RFC3339>") && help.contains("[default: 2025-01-01T00:00:00Z"),
+        "{help}"
+    );
+}
+
+#[test]
+fn test_case_reads_a_golden_case_settings_and_now_overrides_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let case = dir.path().join("case.yaml");
+    let case_arg = case.display().to_string();
+    std::fs::write(&case, "now: 2025-01-01T00:02:00Z\n").expect("write");
+    let out = database_test(&["--case", &case_arg]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("lastTransitionTime: 2025-01-01T00:02:00Z"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = database_test(&["--case", &case_arg, "--now", "2025-01-01T00:03:00Z"]);
+    assert!(
+        text(&out.stdout).contains("lastTransitionTime: 2025-01-01T00:03:00Z"),
+        "{}",
+        text(&out.stdout)
+    );
+    std::fs::write(&case, "now: 2025-01-01T00:02:00Z\nseed: 1\n").expect("write");
+    let out = database_test(&["--case", &case_arg]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&case_arg) && stderr.contains("unknown field `seed`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn test_refuses_a_bad_now_naming_the_value() {
+    let out = database_test(&["--now", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("'yesterday'")
+            && stderr.contains("--now")
+            && stderr.contains("is not an RFC 3339 time"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no report for a bad --now");
+}
+
+#[test]
+fn test_bless_writes_the_golden_file_and_a_plain_expect_then_passes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let golden = dir.path().join("expected.yaml");
+    let golden_arg = golden.display().to_string();
+    let blessed = database_test(&["--expect", &golden_arg, "--bless"]);
+    assert_eq!(blessed.status.code(), Some(0), "{}", text(&blessed.stderr));
+    assert!(
+        text(&blessed.stderr).contains(&format!("blessed {golden_arg}: created")),
+        "{}",
+        text(&blessed.stderr)
+    );
+    let written = std::fs::read_to_string(&golden).expect("the golden file was written");
+    assert_eq!(written, text(&blessed.stdout), "the file is the report");
+
+    let checked = database_test(&["--expect", &golden_arg]);
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked.stderr));
+
+    // A stale file is replaced; one that matches is left as it is.
+    std::fs::write(&golden, "plugin: stale\n").expect("write");
+    let updated = database_test(&["--expect", &golden_arg, "--bless"]);
+    assert!(
+        text(&updated.stderr).contains(": updated"),
+        "{}",
+        text(&updated.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&golden).expect("read"), written);
+    let again = database_test(&["--expect", &golden_arg, "--bless"]);
+    assert!(
+        text(&again.stderr).contains(": unchanged"),
+        "{}",
+        text(&again.stderr)
+    );
+}
+
+#[test]
+fn test_bless_without_expect_is_a_usage_error() {
+    let out = database_test(&["--bless"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--expect"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn test_help_documents_the_exit_codes() {
+    for command in ["test", "check", "compile", "run", "status"] {
+        let out = run(&[command, "--help"]);
+        assert!(out.status.success(), "{command}: {}", text(&out.stderr));
+        let help = text(&out.stdout);
+        assert!(
+            help.contains("Exit codes:") && help.contains("  0  ") && help.contains("  2  "),
+            "{command}: {help}"
+        );
+    }
+    let help = text(&run(&["test", "--help"]).stdout);
+    assert!(help.contains("  3  "), "{help}");
+}
+
+#[test]
+fn test_reports_the_plugin_log_lines_escaped() {
+    let out = run(&[
+        "test",
+        &guest("log-injection"),
+        "--object",
+        &fixture("object.yaml"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_yaml::Value = serde_yaml::from_slice(&out.stdout).expect("YAML");
+    let logs = report["logs"].as_sequence().expect("a logs list");
+    let levels: Vec<&str> = logs
+        .iter()
+        .map(|l| l["level"].as_str().expect("a level"))
+        .collect();
+    // One line per level, the first twice, in the order the plugin wrote them (the report
+    // keeps every level, whatever `WASMOP_LOG` shows).
+    assert_eq!(levels, ["info", "info", "warn", "error", "debug", "trace"]);
+    for line in logs {
+        let message = line["message"].as_str().expect("a message");
+        assert!(
+            message.starts_with("log-injection line: start\\n"),
+            "{message}"
+        );
+        assert!(
+            !message.chars().any(wasmop_core::plugin::text::is_unsafe),
+            "escaped as the host logs it: {message:?}"
+        );
+    }
+}
+
+#[test]
+fn test_keeps_the_resource_version_given_in_the_object_file() {
+    let out = run(&[
+        "test",
+        &guest("event-notes"),
+        "--object",
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/event-notes/object.yaml")
+            .display()
+            .to_string(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("message: emitted 15 events for jobs at resourceVersion 4711"),
+        "{stdout}"
     );
 }

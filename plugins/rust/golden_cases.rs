@@ -7,16 +7,23 @@
 //!   finalizer); otherwise `reconcile`.
 //! - `state.yaml`: the objects already in the cluster (several documents).
 //! - `config.yaml` (optional): the plugin's configuration; `{}` without it.
-//! - `expected.yaml`: the report `wasmop test` prints (the writes, in order, and the outcome).
+//! - `case.yaml` (optional): settings of the case, a mapping; an unknown key fails the case
+//!   with the file and the key. Today one key:
+//!   - `now: <RFC 3339>`: the guest's wall clock (and the time the harness stamps), e.g.
+//!     `now: 2025-01-01T00:01:00Z` for "a minute later"; default 2025-01-01T00:00:00Z
+//!     (`wasmop_offline::OFFLINE_CLOCK`).
+//! - `expected.yaml`: the report `wasmop test` prints (the writes, in order, the plugin's log
+//!   lines and the outcome).
 //!
 //! `WASMOP_BLESS=1 cargo test -p <plugin>` rewrites the `expected.yaml` files; review the diff.
 //! The same case runs from the command line as
 //! `wasmop test <plugin>.wasm --object object.yaml --state state.yaml [--config config.yaml]
-//! --expect expected.yaml`.
+//! [--case case.yaml] --expect expected.yaml` (`--bless` to rewrite it); `wasmop test` reads
+//! `case.yaml` with the same parser (`wasmop_offline::CaseSettings`).
 
 use std::path::Path;
 
-use wasmop_offline::{Harness, Scenario};
+use wasmop_offline::{CaseSettings, Harness, Scenario};
 
 /// Runs every case of `plugin` (its guest name, the name of its directory: `database-config`
 /// for `plugins/rust/database-config`) found in `<manifest_dir>/tests/cases`, failing with the
@@ -41,6 +48,8 @@ fn read(path: &Path) -> String {
 }
 
 fn run_case(component: &Path, case: &Path) {
+    let settings = CaseSettings::read(case)
+        .unwrap_or_else(|e| panic!("case {}: {}", case.display(), causes(&e)));
     let config = match case.join("config.yaml") {
         path if path.exists() => serde_yaml::from_str(&read(&path))
             .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display())),
@@ -56,6 +65,9 @@ fn run_case(component: &Path, case: &Path) {
     if being_deleted {
         scenario = scenario.cleanup();
     }
+    if let Some(now) = settings.now {
+        scenario = scenario.at(now);
+    }
     let harness = Harness::load_with_config_blocking(component, config)
         .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
     let report = harness
@@ -63,4 +75,16 @@ fn run_case(component: &Path, case: &Path) {
         .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
     eprintln!("case {}: {}", case.display(), report.outcome.result);
     report.assert_golden(case.join("expected.yaml"));
+}
+
+/// `error` and its causes, one after another (the file, then what is wrong in it).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! # Report format
-//! YAML, deterministic (no timestamps; keys of objects sorted):
+//! YAML, deterministic (no timestamps but the ones the plugin computed from its clock, which
+//! is stopped, see below; keys of objects sorted):
 //! ```yaml
 //! plugin: database-config
 //! call: reconcile
@@ -33,6 +34,9 @@
 //!   reason: ConfigApplied
 //!   action: Apply
 //!   note: ...
+//! logs:              # the plugin's log lines, in order, cut and escaped as the host logs them
+//! - level: info      # trace | debug | info | warn | error
+//!   message: ...
 //! outcome:
 //!   result: done     # done | requeue | retryable-error | permanent-error | trap | timeout
 //!                    # | out-of-memory | denied | limit-exceeded
@@ -40,19 +44,29 @@
 //!   message: ...           # for every failure
 //! ```
 //! A failed write carries an `error:` field with the cluster's message.
+//!
+//! # The clock
+//! The guest's wall clock is stopped at the scenario's time ([`Scenario::at`]), by default
+//! [`OFFLINE_CLOCK`] (2025-01-01T00:00:00Z), so a plugin that stamps a condition's
+//! `lastTransitionTime` gives the same report every run, and "a minute later" is a scenario
+//! at another time. Timestamps the harness writes itself (the `deletionTimestamp` of a
+//! [`Scenario::cleanup`] object that has none) are that time too.
 
+mod case;
 mod journal;
 pub mod memory;
 mod report;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use self::case::{CaseError, CaseSettings, TimeError, format_time, parse_time};
 pub use self::memory::MemoryCluster;
-pub use self::report::{GoldenError, Report, ReportOutcome};
+pub use self::report::{GoldenError, Report, ReportLog, ReportOutcome};
 use wasmop_core::cluster::{ClusterError, IdentityError};
 use wasmop_runtime::{
     AllocatorChoice, Call, LoadError, LoadOptions, Plugin, Request, Runtime, RuntimeConfig,
@@ -141,6 +155,7 @@ pub struct Scenario {
     object: Value,
     state: Vec<Value>,
     cleanup: bool,
+    now: Option<SystemTime>,
 }
 
 impl Scenario {
@@ -159,6 +174,7 @@ impl Scenario {
             object,
             state: Vec::new(),
             cleanup,
+            now: None,
         })
     }
 
@@ -188,20 +204,55 @@ impl Scenario {
         Ok(self.with_state(objects))
     }
 
-    /// Calls `cleanup` instead of `reconcile`, as for an object being deleted.
+    /// Calls `cleanup` instead of `reconcile`, as for an object being deleted. An object
+    /// without `metadata.deletionTimestamp` gets one (the scenario's time), as the host only
+    /// calls `cleanup` for an object that has it.
     #[must_use]
     pub fn cleanup(mut self) -> Self {
         self.cleanup = true;
         self
     }
+
+    /// Runs the scenario at `now`: the guest's wall clock stands there, and so do the
+    /// timestamps the harness writes. Without it, [`OFFLINE_CLOCK`].
+    #[must_use]
+    pub fn at(mut self, now: SystemTime) -> Self {
+        self.now = Some(now);
+        self
+    }
+
+    /// The time the scenario runs at.
+    pub fn now(&self) -> SystemTime {
+        self.now.unwrap_or(std::time::UNIX_EPOCH + OFFLINE_CLOCK)
+    }
+
+    /// The object to reconcile as it is stored: with a `deletionTimestamp` (the scenario's
+    /// time) when `cleanup` is called for an object that has none.
+    fn stored_object(&self) -> Value {
+        let mut object = self.object.clone();
+        if self.cleanup
+            && object
+                .pointer("/metadata/deletionTimestamp")
+                .is_none_or(Value::is_null)
+            && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert(
+                "deletionTimestamp".into(),
+                Value::String(format_time(self.now())),
+            );
+        }
+        object
+    }
 }
 
-/// The instant plugins see as "now" in offline runs, so reports (conditions'
+/// The instant plugins see as "now" in offline runs unless a scenario says otherwise
+/// ([`Scenario::at`], `wasmop test --now`, a golden case's `now:`), so reports (conditions'
 /// `lastTransitionTime`) are reproducible: 2025-01-01T00:00:00Z.
 pub const OFFLINE_CLOCK: std::time::Duration = std::time::Duration::from_secs(1_735_689_600);
 
 /// The runtime configuration of offline runs: on-demand allocation (nothing to reserve for
-/// one call), one call at a time, the wall clock stopped at [`OFFLINE_CLOCK`].
+/// one call), one call at a time, the wall clock stopped at [`OFFLINE_CLOCK`] (the harness's
+/// calls run at their scenario's time instead, [`Scenario::at`]).
 pub fn offline_runtime_config() -> RuntimeConfig {
     RuntimeConfig::default()
         .concurrency(1)
@@ -216,8 +267,8 @@ pub struct Harness {
 
 impl Harness {
     /// Loads a component with a runtime suited to one-off runs (on-demand allocation, one
-    /// call at a time, no artefact cache, the wall clock stopped at [`OFFLINE_CLOCK`]) and
-    /// empty settings.
+    /// call at a time, no artefact cache) and empty settings. Each run's wall clock is its
+    /// scenario's ([`Scenario::now`]), whatever the runtime's.
     pub async fn load(path: impl AsRef<Path>) -> Result<Self, OfflineError> {
         Self::load_with_config(path, Value::Object(Default::default())).await
     }
@@ -260,17 +311,22 @@ impl Harness {
     }
 
     /// Runs one call in a fresh in-memory cluster seeded with the scenario's state and
-    /// object. Returns the report and the cluster (to inspect the resulting objects).
+    /// object, at the scenario's time, capturing the plugin's log lines for the report.
+    /// Returns the report and the cluster (to inspect the resulting objects).
     pub async fn run_with_cluster(
         &self,
         scenario: &Scenario,
     ) -> Result<(Report, Arc<MemoryCluster>), OfflineError> {
         let cluster = Arc::new(MemoryCluster::new());
+        // One seeding, so that versions the harness assigns are above every given one.
         cluster
-            .seed(scenario.state.iter().cloned())
-            .map_err(OfflineError::Seed)?;
-        cluster
-            .seed([scenario.object.clone()])
+            .seed(
+                scenario
+                    .state
+                    .iter()
+                    .cloned()
+                    .chain([scenario.stored_object()]),
+            )
             .map_err(OfflineError::Seed)?;
         let target = wasmop_core::cluster::ObjectRef::of(&scenario.object).map_err(|source| {
             OfflineError::Identity {
@@ -282,28 +338,21 @@ impl Harness {
         // from a watch.
         let object = cluster
             .object(&target)
-            .unwrap_or_else(|| scenario.object.clone());
+            .unwrap_or_else(|| scenario.stored_object());
         let request = Request {
             target,
             object: object.into(),
         };
-        let (call, outcome) = if scenario.cleanup {
-            (
-                "cleanup",
-                self.plugin
-                    .call(cluster.clone(), Call::cleanup(request.clone()))
-                    .await
-                    .outcome,
-            )
+        let (call, entry) = if scenario.cleanup {
+            ("cleanup", Call::cleanup(request.clone()))
         } else {
-            (
-                "reconcile",
-                self.plugin
-                    .call(cluster.clone(), Call::reconcile(request.clone()))
-                    .await
-                    .outcome,
-            )
+            ("reconcile", Call::reconcile(request.clone()))
         };
+        let done = self
+            .plugin
+            .call(cluster.clone(), entry.at(scenario.now()).capturing_logs())
+            .await;
+        let outcome = done.outcome;
         let report = Report {
             plugin: self.plugin.info().name.to_string(),
             call,
@@ -313,6 +362,7 @@ impl Harness {
                 .into_iter()
                 .map(report::canonical_write)
                 .collect(),
+            logs: done.logs.iter().map(ReportLog::from).collect(),
             outcome: (&outcome).into(),
             raw_outcome: outcome,
         };
@@ -362,6 +412,35 @@ mod tests {
         let mut dying = live;
         dying["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
         assert!(Scenario::new(dying).expect("valid").cleanup);
+    }
+
+    #[test]
+    fn a_scenario_runs_at_the_offline_clock_unless_set_and_cleanup_stamps_that_time() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+        let scenario = Scenario::new(live.clone()).expect("valid");
+        assert_eq!(scenario.now(), std::time::UNIX_EPOCH + OFFLINE_CLOCK);
+        assert!(
+            scenario
+                .stored_object()
+                .pointer("/metadata/deletionTimestamp")
+                .is_none(),
+            "a reconcile's object is stored as given"
+        );
+        let later = std::time::UNIX_EPOCH + OFFLINE_CLOCK + std::time::Duration::from_secs(60);
+        let cleanup = Scenario::new(live).expect("valid").at(later).cleanup();
+        assert_eq!(cleanup.now(), later);
+        assert_eq!(
+            cleanup.stored_object()["metadata"]["deletionTimestamp"],
+            "2025-01-01T00:01:00Z"
+        );
+        let mut dying = cleanup.object.clone();
+        dying["metadata"]["deletionTimestamp"] = json!("2024-12-31T00:00:00Z");
+        let given = Scenario::new(dying).expect("valid").at(later);
+        assert_eq!(
+            given.stored_object()["metadata"]["deletionTimestamp"],
+            "2024-12-31T00:00:00Z",
+            "a given deletionTimestamp is kept"
+        );
     }
 
     #[test]

@@ -73,11 +73,21 @@ impl MemoryCluster {
 
     /// Stores objects as they are, filling in a uid, resourceVersion and generation where
     /// missing. Seeding is not recorded as a write.
+    ///
+    /// A given `metadata.resourceVersion` is kept, so a test (and its golden file) can name
+    /// it. The versions this cluster assigns, to the seeded objects that have none and to
+    /// every later write, are above the highest numeric one given, as the API server's only
+    /// grow. A non-numeric one is kept as it is and orders nothing (the API server's are
+    /// opaque strings; only numeric ones can be compared).
     pub fn seed(&self, objects: impl IntoIterator<Item = Value>) -> Result<(), ClusterError> {
+        let objects: Vec<Value> = objects.into_iter().collect();
         let mut state = self.lock();
+        if let Some(highest) = objects.iter().filter_map(numeric_version).max() {
+            state.counter = state.counter.max(highest);
+        }
         for object in objects {
             let r = ObjectRef::of(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
-            let object = state.stamp_new(object);
+            let object = state.stamp_seeded(object);
             state.objects.insert(Key::from(&r), object);
         }
         Ok(())
@@ -123,6 +133,24 @@ fn labels_of(object: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// A seeded object's `metadata.resourceVersion`, if it is a number (as text, as the API
+/// server writes it, or a bare YAML number).
+fn numeric_version(object: &Value) -> Option<u64> {
+    match object.pointer("/metadata/resourceVersion")? {
+        Value::String(s) => s.parse().ok(),
+        v => v.as_u64(),
+    }
+}
+
+/// Whether a seeded object names its resourceVersion (an empty one is none).
+fn has_version(object: &Value) -> bool {
+    match object.pointer("/metadata/resourceVersion") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    }
+}
+
 /// The parts of an object whose change bumps `metadata.generation`.
 fn spec_of(object: &Value) -> Value {
     let mut o = object.clone();
@@ -155,6 +183,21 @@ impl State {
         meta.entry("uid")
             .or_insert_with(|| json!(format!("00000000-0000-4000-8000-{n:012}")));
         meta.insert("resourceVersion".into(), json!(n.to_string()));
+        meta.entry("generation").or_insert(json!(1));
+        object
+    }
+
+    /// A seeded object as stored: its own resourceVersion if it has one (see
+    /// [`MemoryCluster::seed`]), else a new one, like [`Self::stamp_new`].
+    fn stamp_seeded(&mut self, object: Value) -> Value {
+        if !has_version(&object) {
+            return self.stamp_new(object);
+        }
+        let n = self.next();
+        let mut object = object;
+        let meta = metadata_mut(&mut object);
+        meta.entry("uid")
+            .or_insert_with(|| json!(format!("00000000-0000-4000-8000-{n:012}")));
         meta.entry("generation").or_insert(json!(1));
         object
     }
@@ -582,6 +625,58 @@ mod tests {
         assert_eq!(web["metadata"]["name"], "a");
         let other = c.list(&kind, Some("other"), None).await.expect("list");
         assert!(other.is_empty());
+    }
+
+    #[tokio::test]
+    async fn seeding_keeps_given_resource_versions_and_later_ones_are_above_them() {
+        let c = MemoryCluster::new();
+        let mut given = cm("given", json!({}));
+        given["metadata"]["resourceVersion"] = json!("41");
+        let mut opaque = cm("opaque", json!({}));
+        opaque["metadata"]["resourceVersion"] = json!("abc");
+        c.seed([
+            cm("first", json!({})),
+            given,
+            opaque,
+            cm("later", json!({})),
+        ])
+        .expect("seed");
+        let version = |name: &str| {
+            c.object(&cm_ref(name)).expect("stored")["metadata"]["resourceVersion"].clone()
+        };
+        assert_eq!(version("given"), "41");
+        assert_eq!(
+            version("opaque"),
+            "abc",
+            "a non-numeric one is kept as it is"
+        );
+        let assigned = |name: &str| -> u64 {
+            version(name)
+                .as_str()
+                .expect("text")
+                .parse()
+                .expect("numeric")
+        };
+        assert!(assigned("first") > 41 && assigned("later") > 41);
+        assert_ne!(assigned("first"), assigned("later"));
+        let patched = c
+            .patch(
+                &cm_ref("given"),
+                merge(json!({"data": {"k": "v"}})),
+                &plugin(),
+            )
+            .await
+            .expect("patched");
+        let patched: Value = serde_json::from_str(&patched).expect("the reply is JSON");
+        let after: u64 = patched["metadata"]["resourceVersion"]
+            .as_str()
+            .expect("text")
+            .parse()
+            .expect("numeric");
+        assert!(
+            after > assigned("later"),
+            "a write is above every seeded version"
+        );
     }
 
     #[tokio::test]

@@ -7,7 +7,25 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::memory::{Target, Write};
-use wasmop_runtime::{Action, Outcome};
+use wasmop_runtime::{Action, LogLine, Outcome};
+
+/// One log line of the plugin, as written in a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportLog {
+    /// `trace`, `debug`, `info`, `warn` or `error`.
+    pub level: String,
+    /// The line, cut and escaped as the host logs it.
+    pub message: String,
+}
+
+impl From<&LogLine> for ReportLog {
+    fn from(line: &LogLine) -> Self {
+        Self {
+            level: line.level.as_str().to_owned(),
+            message: line.message.clone(),
+        }
+    }
+}
 
 /// How the call ended, as written in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +71,8 @@ pub struct Report {
     pub object: Target,
     /// The writes, in order.
     pub writes: Vec<Write>,
+    /// The plugin's log lines, in order.
+    pub logs: Vec<ReportLog>,
     /// How it ended.
     pub outcome: ReportOutcome,
     /// The outcome itself.

@@ -126,6 +126,9 @@ pub(crate) struct HostContext {
     log_lines_used: u32,
     /// Log lines dropped after the per-call cap.
     pub log_lines_dropped: u64,
+    /// The forwarded log lines, kept when the call captures them ([`crate::Call::capturing_logs`]);
+    /// at most the per-call line cap of them.
+    pub captured_logs: Option<Vec<crate::LogLine>>,
     /// The first denied call, if any (its plugin-given names escaped).
     pub denial: Option<Denial>,
     /// Every denied call, by verb.
@@ -278,6 +281,9 @@ pub(crate) struct CallState {
     pub host: HostContext,
     /// Captured stdout and stderr.
     pub output: Captured,
+    /// Whether the WASI context came from the plugin's pool and goes back to it: not one made
+    /// for a call with its own clock ([`crate::Call::at`]), which later calls must not see.
+    pooled_io: bool,
     /// When the call must end.
     pub deadline: Instant,
     /// Set by the epoch callback when the deadline passed.
@@ -295,12 +301,14 @@ impl CallState {
         cluster: Option<Arc<dyn Cluster>>,
         target: Option<ObjectRef>,
     ) -> Self {
-        Self::with_io(
+        let mut state = Self::with_io(
             plugin.wasi.take(),
             Arc::clone(&plugin.shared),
             cluster,
             target,
-        )
+        );
+        state.pooled_io = true;
+        state
     }
 
     /// State with a new WASI context (the loader has no [`PluginInner`] and no pool yet
@@ -338,12 +346,14 @@ impl CallState {
                 calls_used: 0,
                 log_lines_used: 0,
                 log_lines_dropped: 0,
+                captured_logs: None,
                 denial: None,
                 denials: Denials::default(),
                 breach: None,
                 returned_from_cluster: false,
             },
             output: io.output,
+            pooled_io: false,
             timed_out: false,
             demotion: None,
         }
@@ -388,9 +398,12 @@ impl CallState {
     }
 
     /// Ends the call: its WASI context and (emptied) output buffers go back to `plugin`'s
-    /// pool. Everything else the call held (resources, counters, the cluster handle) is
+    /// pool, unless they were made for this call alone. Everything else the call held (resources, counters, the cluster handle) is
     /// dropped here.
     pub(crate) fn recycle(self, plugin: &PluginInner) {
+        if !self.pooled_io {
+            return;
+        }
         plugin.wasi.give(super::wasi::CallIo {
             wasi: self.wasi,
             output: self.output,

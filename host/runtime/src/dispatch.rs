@@ -17,7 +17,7 @@ use super::engine::Ticking;
 use super::hostcalls::{json_text, to_wit_ref};
 use super::lane::Demotion;
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
-use super::request::{Call, CallReport, Entry, Request, RequestObject};
+use super::request::{Call, CallReport, Entry, LogLine, Request, RequestObject};
 use super::tiered::Code;
 use super::wasi::{self, Printed};
 use super::{Compiler, Limits, PluginInner};
@@ -114,31 +114,49 @@ struct Prepared {
 async fn run(plugin: &PluginInner, cluster: Arc<dyn Cluster>, call: Call) -> CallReport {
     // The code current now runs this whole call, even if tiered loading replaces it meanwhile.
     let code = plugin.code.current();
-    let Call { entry, request } = call;
+    let Call {
+        entry,
+        request,
+        clock,
+        capture_logs,
+    } = call;
     let target = request.target.clone();
-    let prepared = match prepare(plugin, &code.engine, cluster, request).await {
+    let io = PerCall {
+        clock,
+        capture_logs,
+    };
+    let prepared = match prepare(plugin, &code.engine, cluster, request, io).await {
         Ok(prepared) => prepared,
         Err(e) => {
             let outcome = Outcome::Trap {
                 message: format!("cannot prepare the call: {e:#}"),
                 backtrace: Vec::new(),
             };
-            return report(outcome, Usage::default(), code.compiler);
+            return report(outcome, Usage::default(), Vec::new(), code.compiler);
         }
     };
     let started = Instant::now();
     let (held, returned) = execute(plugin, Arc::clone(&code), entry, prepared).await;
-    let (outcome, usage) = finish(plugin, held, returned);
+    let (outcome, usage, logs) = finish(plugin, held, returned);
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     log_outcome(&outcome, plugin, &target, elapsed_us);
-    report(outcome, usage, code.compiler)
+    report(outcome, usage, logs, code.compiler)
+}
+
+/// The per-call settings of a [`Call`] that shape its store.
+struct PerCall {
+    /// The wall clock the guest sees, instead of the runtime's.
+    clock: Option<std::time::SystemTime>,
+    /// Whether its log lines are kept for the report.
+    capture_logs: bool,
 }
 
 #[cfg_attr(not(feature = "test-hooks"), allow(unused_variables))]
-fn report(outcome: Outcome, usage: Usage, compiler: Compiler) -> CallReport {
+fn report(outcome: Outcome, usage: Usage, logs: Vec<LogLine>, compiler: Compiler) -> CallReport {
     CallReport {
         outcome,
         usage,
+        logs,
         #[cfg(feature = "test-hooks")]
         compiler,
     }
@@ -152,6 +170,7 @@ async fn prepare(
     engine: &Engine,
     cluster: Arc<dyn Cluster>,
     request: Request,
+    io: PerCall,
 ) -> wasmtime::Result<Prepared> {
     // Never fails: the semaphore lives as long as the runtime and is never closed.
     let Ok(slot) = Arc::clone(&plugin.runtime.slots).acquire_owned().await else {
@@ -159,7 +178,17 @@ async fn prepare(
     };
     // Epochs advance (deadline, yields) while this call may run guest code.
     let ticking = plugin.runtime.ticker.ticking();
-    let mut state = CallState::new(plugin, Some(cluster), Some(request.target.clone()));
+    let target = Some(request.target.clone());
+    let mut state = match io.clock {
+        // A context of its own: the pooled ones carry the runtime's clock.
+        Some(at) => {
+            CallState::from_parts(Some(at), Arc::clone(&plugin.shared), Some(cluster), target)
+        }
+        None => CallState::new(plugin, Some(cluster), target),
+    };
+    if io.capture_logs {
+        state.host.captured_logs = Some(Vec::new());
+    }
     let config = &plugin.runtime.config;
     state.demotion = config
         .demote_after
@@ -227,8 +256,9 @@ async fn execute(
 }
 
 /// Reads what the finished call used and recorded, forwards what it printed, and turns what
-/// it returned into its [`Outcome`]; then releases the instance and its slot.
-fn finish(plugin: &PluginInner, held: Held, returned: Returned) -> (Outcome, Usage) {
+/// it returned into its [`Outcome`]; then releases the instance and its slot. Returns the
+/// outcome, the usage, and the log lines the call captured (if it did).
+fn finish(plugin: &PluginInner, held: Held, returned: Returned) -> (Outcome, Usage, Vec<LogLine>) {
     let limits = &plugin.shared.limits;
     let Held {
         store,
@@ -273,8 +303,10 @@ fn finish(plugin: &PluginInner, held: Held, returned: Returned) -> (Outcome, Usa
     }
     // Dropping the instance (then the slot permit, then the epoch hold) returns its slot to
     // the pool; the WASI context goes back to the plugin for its next call.
-    store.into_data().recycle(plugin);
-    (outcome, usage)
+    let mut state = store.into_data();
+    let logs = state.host.captured_logs.take().unwrap_or_default();
+    state.recycle(plugin);
+    (outcome, usage, logs)
 }
 
 /// Logs how a call ended. The span carries the plugin and object too, but it is at INFO and

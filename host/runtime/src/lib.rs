@@ -46,7 +46,7 @@ pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
 pub use self::loader::{ContractVersion, LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, Denials, LimitKind, Outcome, PluginErrorKind, Usage};
-pub use self::request::{Call, CallReport, Entry, Request, RequestObject};
+pub use self::request::{Call, CallReport, Entry, LogLevel, LogLine, Request, RequestObject};
 pub use self::settings::{
     AllocatorChoice, Compiler, DEFAULT_DESCRIBE_DEADLINE, Limits, RuntimeConfig,
 };

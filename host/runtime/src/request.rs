@@ -2,6 +2,8 @@
 //! which [`Request`]) that [`Plugin::call`](crate::Plugin::call) takes, and the
 //! [`CallReport`] it returns.
 
+use std::time::SystemTime;
+
 use serde_json::Value;
 use wasmop_core::cluster::ObjectRef;
 
@@ -62,12 +64,40 @@ pub enum Entry {
 pub struct Call {
     pub(crate) entry: Entry,
     pub(crate) request: Request,
+    /// The wall-clock time this call's guest sees, instead of the runtime's.
+    pub(crate) clock: Option<SystemTime>,
+    /// Whether the plugin's log lines are kept in the [`CallReport`].
+    pub(crate) capture_logs: bool,
 }
 
 impl Call {
     /// A call of `entry` for `request`.
     pub fn new(entry: Entry, request: Request) -> Self {
-        Self { entry, request }
+        Self {
+            entry,
+            request,
+            clock: None,
+            capture_logs: false,
+        }
+    }
+
+    /// Shows this call's guest a wall clock stopped at `at`, whatever the runtime's clock
+    /// ([`RuntimeConfig::fixed_clock`](crate::RuntimeConfig::fixed_clock) or the real one).
+    /// For offline runs, where each scenario may be at its own time; the call gets a WASI
+    /// context of its own instead of one from the plugin's pool.
+    #[must_use]
+    pub fn at(mut self, at: SystemTime) -> Self {
+        self.clock = Some(at);
+        self
+    }
+
+    /// Keeps the plugin's log lines in [`CallReport::logs`] (as the host logs them: cut and
+    /// escaped, at most the per-call line cap), besides logging them as usual. For offline
+    /// runs, whose report shows them; the host does not capture.
+    #[must_use]
+    pub fn capturing_logs(mut self) -> Self {
+        self.capture_logs = true;
+        self
     }
 
     /// A call of `reconcile` for `request`.
@@ -100,6 +130,9 @@ pub struct CallReport {
     pub outcome: Outcome,
     /// What it used of its budgets.
     pub usage: Usage,
+    /// The plugin's log lines, in the order it wrote them, when the call was made
+    /// [`capturing_logs`](Call::capturing_logs); empty otherwise.
+    pub logs: Vec<LogLine>,
     /// Which compiler made the code it ran on (tiered loading switches mid-life).
     #[cfg(feature = "test-hooks")]
     pub(crate) compiler: Compiler,
@@ -112,4 +145,42 @@ impl CallReport {
     pub fn compiler(&self) -> Compiler {
         self.compiler
     }
+}
+
+/// The severity of a plugin's log line (the WIT `log.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    /// Very detailed.
+    Trace,
+    /// Detailed.
+    Debug,
+    /// Normal.
+    Info,
+    /// Suspicious.
+    Warn,
+    /// Failed.
+    Error,
+}
+
+impl LogLevel {
+    /// The level's name, lowercase, as in the WIT (`trace` ... `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// One log line a plugin wrote, as the host logged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Its level.
+    pub level: LogLevel,
+    /// The line, cut at the per-line cap and escaped (control characters and the like shown
+    /// as escapes), exactly as the host's log shows it.
+    pub message: String,
 }

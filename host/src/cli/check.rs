@@ -9,8 +9,16 @@ use super::{Exit, RawRuntime};
 use wasmop_core::plugin::{Mapping, Permission, PluginInfo, Watch};
 use wasmop_runtime::{AllocatorChoice, AllocatorMode, LoadOptions, Plugin, Runtime, RuntimeConfig};
 
+/// The exit codes, as `--help` shows them.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  the plugin loads; what it declares is printed
+  1  it cannot be read or loaded, or what it declares is refused (the reason is on stderr)
+  2  a usage error (bad or missing arguments)";
+
 /// Arguments of `wasmop check`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub(crate) struct RawCheck {
     /// The plugin component (.wasm).
     file: PathBuf,

@@ -13,8 +13,16 @@ use crate::config::Config;
 use wasmop_runtime::precompiled;
 use wasmop_runtime::{AllocatorChoice, LoadOptions, Runtime, RuntimeConfig};
 
+/// The exit codes, as `--help` shows them.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  every artefact was written
+  1  a plugin cannot be read or compiled, or the directory cannot be written
+  2  a usage error (bad or missing arguments)";
+
 /// Arguments of `wasmop compile`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub(crate) struct RawCompile {
     /// The plugin components (.wasm).
     #[arg(required = true)]

@@ -6,8 +6,16 @@ use crate::config::flags::RunArgs;
 
 use super::Exit;
 
+/// The exit codes, as `--help` shows them.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  the host stopped on SIGINT or SIGTERM
+  1  it cannot start (its config, the cluster) or stopped on an error (the reason is logged)
+  2  a usage error (bad or missing arguments)";
+
 /// `wasmop run`'s arguments: the config file and the flags that override it.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub(crate) struct RawRun {
     #[command(flatten)]
     args: RunArgs,

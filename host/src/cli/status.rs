@@ -16,8 +16,16 @@ const MAX_RESPONSE: u64 = 16 << 20;
 /// A host that does not answer within 10 s is reported as unreachable.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The exit codes, as `--help` shows them.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  the host answered; its status is printed
+  1  the host cannot be reached or its answer is not a wasmop status
+  2  a usage error (bad or missing arguments)";
+
 /// `wasmop status`'s arguments.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub(crate) struct RawStatus {
     /// The host's probe address (its `healthAddress`).
     #[arg(

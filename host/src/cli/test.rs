@@ -1,16 +1,32 @@
-//! `wasmop test FILE --object OBJ.yaml`: one reconcile offline, printing the report.
+//! `wasmop test FILE --object OBJ.yaml`: one reconcile offline, printing the report;
+//! `--expect` compares it with a golden file, `--bless` writes that file instead.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use anyhow::Context as _;
 use serde_json::Value;
 
 use super::{Exit, RawRuntime};
-use wasmop_offline::{GoldenError, Harness, Scenario, offline_runtime_config};
+use wasmop_offline::{
+    CaseSettings, GoldenError, Harness, Scenario, offline_runtime_config, parse_time,
+};
 use wasmop_runtime::{LoadOptions, Runtime};
+
+/// The exit codes, as `--help` shows them.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  the call succeeded; with --expect, the report matches the file (whatever the call's
+     outcome); with --bless, the file was written
+  1  an error: a file that cannot be read or parsed, a plugin that cannot be loaded
+  2  a usage error (bad or missing arguments, a bad --now); or, with --expect, the report
+     differs from the file (the diff is on stderr)
+  3  without --expect or --bless: the plugin call did not succeed (its outcome is in the
+     report)";
 
 /// Arguments of `wasmop test`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
 pub(crate) struct RawTest {
     /// The plugin component (.wasm).
     file: PathBuf,
@@ -30,11 +46,29 @@ pub(crate) struct RawTest {
     /// Compare the report with this golden file; exit 2 on a difference.
     #[arg(long)]
     expect: Option<PathBuf>,
+    /// With --expect: write the report to that file (creating or replacing it) instead of
+    /// comparing. Review the change before committing it.
+    #[arg(long, requires = "expect")]
+    bless: bool,
+    /// The time the plugin's wall clock shows (it stands still during the call), and the
+    /// `deletionTimestamp` --cleanup gives an object that has none: an RFC 3339 time.
+    /// [default: 2025-01-01T00:00:00Z, or the `now` of --case]
+    #[arg(long, value_name = "RFC3339", value_parser = now_arg)]
+    now: Option<SystemTime>,
+    /// A golden case's settings file (`case.yaml`: `now: <RFC 3339>`; an unknown key is an
+    /// error), as `cargo test` of a plugin reads it; --now overrides its `now`.
+    #[arg(long, value_name = "FILE")]
+    case: Option<PathBuf>,
     #[command(flatten)]
     runtime: RawRuntime,
 }
 
-async fn read(path: &PathBuf, what: &str) -> anyhow::Result<String> {
+/// Parses `--now`; clap shows the error with the value and the option.
+fn now_arg(text: &str) -> Result<SystemTime, String> {
+    parse_time(text).map_err(|e| format!("{e}: {}", e.source))
+}
+
+async fn read(path: &Path, what: &str) -> anyhow::Result<String> {
     tokio::fs::read_to_string(path)
         .await
         .with_context(|| format!("cannot read {what} {}", path.display()))
@@ -66,6 +100,16 @@ pub(crate) async fn run(raw: RawTest) -> anyhow::Result<Exit> {
     if raw.cleanup {
         scenario = scenario.cleanup();
     }
+    let case = match &raw.case {
+        Some(path) => {
+            let text = read(path, "the case file").await?;
+            CaseSettings::from_yaml(&text, path)?
+        }
+        None => CaseSettings::default(),
+    };
+    if let Some(now) = raw.now.or(case.now) {
+        scenario = scenario.at(now);
+    }
     let rt_config = raw.runtime.apply(offline_runtime_config());
     let runtime = Runtime::new(rt_config).context("cannot start the plugin runtime")?;
     // The plugin gets what it declares: an author's run has no operator to grant more.
@@ -80,6 +124,7 @@ pub(crate) async fn run(raw: RawTest) -> anyhow::Result<Exit> {
     match &raw.expect {
         None if report.raw_outcome.is_success() => Ok(Exit::Success),
         None => Ok(Exit::PluginFailed),
+        Some(golden) if raw.bless => bless(golden, &report.to_yaml()).await,
         Some(golden) => {
             let text = read(golden, "the golden file").await?;
             match report.compare(&text, golden) {
@@ -92,4 +137,28 @@ pub(crate) async fn run(raw: RawTest) -> anyhow::Result<Exit> {
             }
         }
     }
+}
+
+/// Writes `report` to the golden file and says on stderr what changed.
+async fn bless(golden: &Path, report: &str) -> anyhow::Result<Exit> {
+    let before = match tokio::fs::read_to_string(golden).await {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot read the golden file {}", golden.display())));
+        }
+    };
+    let what = match &before {
+        Some(text) if text == report => "unchanged",
+        Some(_) => "updated",
+        None => "created",
+    };
+    if what != "unchanged" {
+        tokio::fs::write(golden, report)
+            .await
+            .with_context(|| format!("cannot write the golden file {}", golden.display()))?;
+    }
+    eprintln!("blessed {}: {what}", golden.display());
+    Ok(Exit::Success)
 }

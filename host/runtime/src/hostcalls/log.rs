@@ -2,10 +2,12 @@
 //! the object. Lines are cut at the per-line cap; after the per-call line cap they are
 //! counted and dropped. Every byte counts against the per-call host-bytes cap. A line is
 //! escaped ([`Escaped`]) when it is written, so one `log` call is one line in either log
-//! format, whatever it holds.
+//! format, whatever it holds. A call made [`capturing_logs`](crate::Call::capturing_logs)
+//! (offline runs) also keeps each forwarded line, escaped the same way, for its report.
 
 use super::wit::log::{Host, Level};
 use crate::call::CallState;
+use crate::request::{LogLevel, LogLine};
 use crate::wasi::cut;
 use wasmop_core::plugin::text::Escaped;
 
@@ -30,6 +32,19 @@ impl Host for CallState {
             Level::Info => tracing::info!(plugin, object, "{line}"),
             Level::Warn => tracing::warn!(plugin, object, "{line}"),
             Level::Error => tracing::error!(plugin, object, "{line}"),
+        }
+        // Offline runs show the lines in their report, escaped as the log shows them.
+        if let Some(logs) = self.host.captured_logs.as_mut() {
+            logs.push(LogLine {
+                level: match level {
+                    Level::Trace => LogLevel::Trace,
+                    Level::Debug => LogLevel::Debug,
+                    Level::Info => LogLevel::Info,
+                    Level::Warn => LogLevel::Warn,
+                    Level::Error => LogLevel::Error,
+                },
+                message: line.to_string(),
+            });
         }
         Ok(())
     }
