@@ -18,6 +18,7 @@ mod harness;
 
 mod boundary;
 mod describe;
+mod events;
 mod fairness;
 mod ops;
 mod reload;
