@@ -1,12 +1,42 @@
 //! Kubernetes Events (events.k8s.io/v1) from plugins and from the host, deduplicated,
-//! rate-limited, and written in the background.
+//! aggregated, rate-limited, and written in the background.
 //!
-//! Deduplication is kube-runtime's [`Recorder`]: a repeat of the same event (same reporter,
-//! object, type, reason and action) within six minutes patches the first one's `series` count
-//! instead of creating another object. On top of that each (reporter, object) pair has a token
-//! bucket, client-go's spam filter: a burst of [`BURST`], then one Event per
-//! [`REFILL`]. Events over the limit are dropped, counted in `wasmop_events_dropped_total` and
-//! logged at debug level; a plugin that fails in a loop cannot flood etcd.
+//! # Series: what a plugin said is kept
+//! Deduplication is kube-runtime's [`Recorder`](kube::runtime::events::Recorder): a repeat of
+//! an Event within six minutes patches the first one's `series` count instead of creating
+//! another object. The Recorder keys a series by reporter, object, type, reason and action,
+//! but not the note, so on its own five `SuccessfulCreate` Events naming five Jobs would be
+//! one Event naming the first Job, count 5. wasmop keeps notes apart as client-go's older
+//! recorder (`tools/record`, what most controller-runtime operators use) does, adapted
+//! ([`series`]):
+//! - **distinct notes stay distinct Events**: each note gets its own Recorder, so the note is
+//!   in the series key; repeats of one note are still one Event with a `series` count;
+//! - **up to a bound**: [`DISTINCT_NOTES`](series::DISTINCT_NOTES) (10) distinct notes per
+//!   (reporter, object, type, reason) in a period of [`NOTE_WINDOW`](series::NOTE_WINDOW)
+//!   (10 minutes) from the first; past it, further new
+//!   notes **aggregate** into one Event per (object, type, reason, action) whose note is
+//!   `(combined from similar events): <note>` (client-go's words; the note is the first
+//!   combined one, as the Recorder patches only the count of a series), counted in
+//!   `wasmop_events_aggregated_total`. Notes already seen in the period keep their own series.
+//!
+//! Why these numbers: 10 per object and reason in 10 minutes is client-go's default, which
+//! operators already read `kubectl describe` output by; it covers a controller's ordinary
+//! children (a CronJob keeps 3 successful and 1 failed Job by default, a Deployment a few
+//! ReplicaSets), while a loop creating hundreds of children makes 11 Events, not hundreds, per
+//! reason. The period is fixed rather than sliding (client-go's restarts only after 10 quiet
+//! minutes): a CronJob creating one Job a minute keeps one Event per Job instead of being
+//! combined forever after its tenth. Both stay below the token bucket's burst ([`BURST`],
+//! 25), so the bound, not the rate limit, decides how a burst of distinct notes is shown.
+//! Memory is bounded: at most 10,000 periods (digests of at most 10 notes each) and 10,000
+//! Recorders (each note's, dropped once idle past the Recorder's own six-minute series life,
+//! or least recently used first when full; a dropped one only means the note's next Event
+//! starts a new series, never that it joins another note's).
+//!
+//! # Rate limit
+//! On top of that each (reporter, object) pair has a token bucket, client-go's spam filter:
+//! a burst of [`BURST`], then one Event per [`REFILL`]. Events over the limit are dropped,
+//! counted in `wasmop_events_dropped_total` and logged at debug level; a plugin that fails in
+//! a loop cannot flood etcd. Only Events the limit admits count towards the note bound.
 //!
 //! Reporters are `wasmop/<plugin>` for what a plugin reports or what the host reports about
 //! it, so `kubectl events` shows which plugin was involved.
@@ -33,11 +63,18 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::Metrics;
 use wasmop_core::cluster::EventType;
+
+mod series;
+
+#[cfg(test)]
+use self::series::DISTINCT_NOTES;
+pub(crate) use self::series::Series;
+use self::series::{Aggregator, COMBINED, Recorders};
 
 /// Events one reporter may write about one object at once: client-go's default burst.
 pub(crate) const BURST: f64 = 25.0;
@@ -119,6 +156,8 @@ enum Job {
         plugin: String,
         /// Boxed: a queued job stays small.
         record: Box<Record>,
+        /// The series it joins.
+        series: Series,
     },
     /// Answer once everything queued before has been written.
     Flush(oneshot::Sender<()>),
@@ -129,6 +168,7 @@ enum Job {
 pub struct EventSink {
     metrics: Metrics,
     limiter: Mutex<Limiter>,
+    aggregator: Mutex<Aggregator>,
     queue: mpsc::Sender<Job>,
 }
 
@@ -136,21 +176,10 @@ impl EventSink {
     /// A sink writing through `client`, with its writer task. Must be called within a tokio
     /// runtime; the task ends when the sink is dropped.
     pub fn new(client: Client, metrics: Metrics) -> Self {
-        let mut recorders: HashMap<String, Recorder> = HashMap::new();
-        Self::with_writer(metrics, move |plugin: String, record: Record| {
+        let mut recorders = Recorders::new(client);
+        Self::with_writer(metrics, move |plugin: String, record: Record, series| {
             let reporter = format!("wasmop/{plugin}");
-            let recorder = recorders
-                .entry(reporter.clone())
-                .or_insert_with(|| {
-                    Recorder::new(
-                        client.clone(),
-                        Reporter {
-                            controller: reporter,
-                            instance: std::env::var("POD_NAME").ok(),
-                        },
-                    )
-                })
-                .clone();
+            let recorder = recorders.get(&reporter, &record.note, series, Instant::now());
             async move {
                 recorder
                     .publish(&kube_event(&record), &record.regarding)
@@ -162,7 +191,7 @@ impl EventSink {
     /// A sink whose writer task calls `write` for each Event, one at a time, in order.
     pub(crate) fn with_writer<W, F>(metrics: Metrics, write: W) -> Self
     where
-        W: FnMut(String, Record) -> F + Send + 'static,
+        W: FnMut(String, Record, Series) -> F + Send + 'static,
         F: Future<Output = Result<(), kube::Error>> + Send + 'static,
     {
         let (queue, jobs) = mpsc::channel(QUEUE);
@@ -170,13 +199,16 @@ impl EventSink {
         Self {
             metrics,
             limiter: Mutex::default(),
+            aggregator: Mutex::default(),
             queue,
         }
     }
 
     /// Queues `record`, as reported by `wasmop/<plugin>`, unless the rate limit drops it;
-    /// waits only while the queue is full. Returns whether it was queued.
-    pub async fn publish(&self, plugin: &str, record: Record) -> bool {
+    /// waits only while the queue is full. Returns whether it was queued. Its note is cut to
+    /// the API server's limit here; past the note bound it is written as the combined Event
+    /// (see the module doc).
+    pub async fn publish(&self, plugin: &str, mut record: Record) -> bool {
         let object = format!(
             "{}/{}/{}/{}",
             record.regarding.api_version.as_deref().unwrap_or(""),
@@ -194,9 +226,28 @@ impl EventSink {
             tracing::debug!(plugin, object, reason = %record.reason, "event dropped by the rate limit");
             return false;
         }
+        // Cut before it is compared: notes that differ only past the cap are one note.
+        record.note = cut(&record.note, MAX_NOTE);
+        let series = self
+            .aggregator
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .classify(
+                plugin,
+                &object,
+                record.event_type,
+                &record.reason,
+                &record.note,
+                Instant::now(),
+            );
+        if series == Series::Combined {
+            self.metrics.event_aggregated(plugin);
+            record.note = format!("{COMBINED}{}", record.note);
+        }
         let job = Job::Write {
             plugin: plugin.to_owned(),
             record: Box::new(record),
+            series,
         };
         if self.queue.send(job).await.is_err() {
             // The writer ends only with its runtime: the host is going away.
@@ -223,14 +274,18 @@ impl EventSink {
 /// The writer task: writes queued Events one at a time, in order, until the sink is dropped.
 async fn writer<W, F>(mut jobs: mpsc::Receiver<Job>, mut write: W, metrics: Metrics)
 where
-    W: FnMut(String, Record) -> F,
+    W: FnMut(String, Record, Series) -> F,
     F: Future<Output = Result<(), kube::Error>>,
 {
     while let Some(job) = jobs.recv().await {
         match job {
-            Job::Write { plugin, record } => {
+            Job::Write {
+                plugin,
+                record,
+                series,
+            } => {
                 let reason = record.reason.clone();
-                if let Err(error) = write(plugin.clone(), *record).await {
+                if let Err(error) = write(plugin.clone(), *record, series).await {
                     metrics.event_failed(&plugin);
                     tracing::warn!(plugin, reason, error = %wasmop_core::chain(&error), "cannot write the Event");
                 }
@@ -289,7 +344,7 @@ mod tests {
         let written = Arc::new(Mutex::new(Vec::new()));
         let metrics = Metrics::new();
         let log = written.clone();
-        let sink = EventSink::with_writer(metrics.clone(), move |_plugin, record: Record| {
+        let sink = EventSink::with_writer(metrics.clone(), move |_plugin, record: Record, _| {
             let (gate, log) = (gate.clone(), log.clone());
             async move {
                 gate.acquire().await.expect("open").forget();
@@ -370,6 +425,151 @@ mod tests {
             "{}",
             metrics.render()
         );
+    }
+
+    #[tokio::test]
+    async fn distinct_notes_keep_their_own_series_until_the_bound_then_combine() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let log = written.clone();
+        let metrics = Metrics::new();
+        let sink =
+            EventSink::with_writer(metrics.clone(), move |_plugin, record: Record, series| {
+                log.lock().expect("log").push((record.note, series));
+                async { Ok(()) }
+            });
+        let note = |note: &str| Record {
+            note: note.into(),
+            ..record("cron", "SuccessfulCreate")
+        };
+        for _ in 0..3 {
+            assert!(sink.publish("p", note("the same note")).await);
+        }
+        for i in 0..12 {
+            assert!(sink.publish("p", note(&format!("created job {i}"))).await);
+        }
+        sink.flush().await;
+        let written = written.lock().expect("log");
+        let expected: Vec<(String, Series)> =
+            std::iter::repeat_n(("the same note".to_owned(), Series::Note), 3)
+                .chain((0..DISTINCT_NOTES - 1).map(|i| (format!("created job {i}"), Series::Note)))
+                .chain((DISTINCT_NOTES - 1..12).map(|i| {
+                    (
+                        format!("(combined from similar events): created job {i}"),
+                        Series::Combined,
+                    )
+                }))
+                .collect();
+        assert_eq!(*written, expected);
+        assert!(
+            metrics
+                .render()
+                .contains(r#"wasmop_events_aggregated_total{plugin="p"} 3"#),
+            "{}",
+            metrics.render()
+        );
+    }
+
+    #[tokio::test]
+    async fn notes_are_cut_before_they_are_compared() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let log = written.clone();
+        let sink =
+            EventSink::with_writer(Metrics::new(), move |_plugin, record: Record, series| {
+                log.lock().expect("log").push((record.note, series));
+                async { Ok(()) }
+            });
+        let long = "x".repeat(MAX_NOTE);
+        let note = |note: String| Record {
+            note,
+            ..record("o", "Long")
+        };
+        sink.publish("p", note(format!("{long}a"))).await;
+        sink.publish("p", note(format!("{long}b"))).await;
+        sink.flush().await;
+        let written = written.lock().expect("log");
+        assert_eq!(written.len(), 2);
+        assert!(
+            written
+                .iter()
+                .all(|(n, s)| *n == long && *s == Series::Note)
+        );
+    }
+
+    /// What the fake API server saw: method, note, and series count of each request.
+    type Seen = Arc<Mutex<Vec<(String, String, Option<i64>)>>>;
+
+    /// A kube `Client` whose API server echoes each Event back, recording what it was sent.
+    fn echoing_client() -> (Client, Seen) {
+        let seen: Seen = Arc::default();
+        let log = seen.clone();
+        let service = tower::service_fn(move |req: hyper::Request<kube::client::Body>| {
+            let log = log.clone();
+            async move {
+                use http_body_util::BodyExt as _;
+                let method = req.method().to_string();
+                let body = match req.into_body().collect().await {
+                    Ok(body) => body.to_bytes(),
+                    Err(_) => bytes::Bytes::new(),
+                };
+                let event: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                log.lock().expect("seen").push((
+                    method,
+                    event["note"].as_str().unwrap_or_default().to_owned(),
+                    event["series"]["count"].as_i64(),
+                ));
+                Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                    body,
+                )))
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    #[tokio::test]
+    async fn the_recorders_keep_one_series_per_note_and_one_for_the_combined_events() {
+        let (client, seen) = echoing_client();
+        let sink = EventSink::new(client, Metrics::new());
+        let event = |note: &str| Record {
+            regarding: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ConfigMap".into()),
+                namespace: Some("ns".into()),
+                name: Some("cron".into()),
+                ..ObjectReference::default()
+            },
+            note: note.into(),
+            ..record("cron", "SuccessfulCreate")
+        };
+        for note in ["a", "a", "b", "a", "c"] {
+            sink.publish("p", event(note)).await;
+        }
+        for i in 0..DISTINCT_NOTES {
+            sink.publish("p", event(&format!("more {i}"))).await;
+        }
+        sink.flush().await;
+        let seen = seen.lock().expect("seen");
+        let summary: Vec<(&str, &str, Option<i64>)> = seen
+            .iter()
+            .map(|(m, n, c)| (m.as_str(), n.as_str(), *c))
+            .collect();
+        let combined = |i: usize| format!("{COMBINED}more {i}");
+        let mut expected = vec![
+            ("POST", "a", None),
+            ("PATCH", "a", Some(2)),
+            ("POST", "b", None),
+            ("PATCH", "a", Some(3)),
+            ("POST", "c", None),
+        ];
+        let more: Vec<String> = (0..DISTINCT_NOTES - 3)
+            .map(|i| format!("more {i}"))
+            .collect();
+        expected.extend(more.iter().map(|n| ("POST", n.as_str(), None)));
+        // The first combined Event is created with its note; later ones count in its series.
+        let first = combined(DISTINCT_NOTES - 3);
+        expected.push(("POST", first.as_str(), None));
+        expected.push(("PATCH", first.as_str(), Some(2)));
+        expected.push(("PATCH", first.as_str(), Some(3)));
+        assert_eq!(summary, expected);
     }
 
     #[test]

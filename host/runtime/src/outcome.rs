@@ -187,7 +187,7 @@ impl fmt::Display for Outcome {
         match self {
             Outcome::Action(Action::Done) => f.write_str("done"),
             Outcome::Action(Action::RequeueAfter(d)) => {
-                write!(f, "done, requeue after {} ms", d.as_millis())
+                write!(f, "requeue after {} ms", d.as_millis())
             }
             Outcome::PluginError { kind, message } => {
                 let kind = match kind {
@@ -229,5 +229,17 @@ impl fmt::Display for Outcome {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requeue_reads_as_a_requeue_not_as_done() {
+        let requeue = Outcome::Action(Action::RequeueAfter(Duration::from_millis(60_000)));
+        assert_eq!(requeue.to_string(), "requeue after 60000 ms");
+        assert_eq!(Outcome::Action(Action::Done).to_string(), "done");
     }
 }

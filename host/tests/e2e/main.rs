@@ -19,6 +19,7 @@ mod harness;
 mod boundary;
 mod contract;
 mod describe;
+mod events;
 mod fairness;
 mod ops;
 mod reload;

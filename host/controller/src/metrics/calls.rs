@@ -28,6 +28,7 @@ pub(super) struct Calls {
     requeues_raised: Family<PluginLabels, Counter>,
     throttled: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
+    events_aggregated: Family<PluginLabels, Counter>,
     events_failed: Family<PluginLabels, Counter>,
 }
 
@@ -97,6 +98,13 @@ impl Calls {
                 r,
                 "wasmop_events_dropped",
                 "Kubernetes Events not written because of the per-object rate limit",
+                Family::default(),
+            ),
+            events_aggregated: registered(
+                r,
+                "wasmop_events_aggregated",
+                "Kubernetes Events written as the combined Event of their object and reason, \
+                 because it already had 10 distinct notes in the last 10 minutes",
                 Family::default(),
             ),
             events_failed: registered(
@@ -233,6 +241,12 @@ impl Metrics {
     pub(crate) fn event_dropped(&self, plugin: &str) {
         let labels = plugin_labels(plugin);
         self.calls.events_dropped.get_or_create(&labels).inc();
+    }
+
+    /// Counts one Event aggregated into its object's combined Event (past the note bound).
+    pub(crate) fn event_aggregated(&self, plugin: &str) {
+        let labels = plugin_labels(plugin);
+        self.calls.events_aggregated.get_or_create(&labels).inc();
     }
 
     /// Counts one Event whose write failed.

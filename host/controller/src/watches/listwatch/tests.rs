@@ -40,7 +40,7 @@ fn reporter() -> (Skipped, Metrics, Arc<Mutex<Vec<Record>>>) {
     let metrics = Metrics::new();
     let written = Arc::new(Mutex::new(Vec::new()));
     let log = written.clone();
-    let sink = EventSink::with_writer(metrics.clone(), move |_plugin, record: Record| {
+    let sink = EventSink::with_writer(metrics.clone(), move |_plugin, record: Record, _series| {
         log.lock().expect("log").push(record);
         async { Ok(()) }
     });
