@@ -1,4 +1,4 @@
-//! The example plugins are real components exporting `wasmop:plugin/reconciler@0.1.0`, both as
+//! The example plugins are real components exporting `wasmop:plugin/reconciler@0.2.0`, both as
 //! plain `cargo build --target wasm32-wasip2` makes them (what `build.rs` does) and as
 //! `cargo component build` makes them.
 
@@ -9,7 +9,7 @@ use wasmop_test_guests::{GuestKind, all};
 use wasmparser::{Encoding, Parser, Payload, Validator, WasmFeatures};
 
 /// The interface every plugin must export.
-const RECONCILER: &str = "wasmop:plugin/reconciler@0.1.0";
+const RECONCILER: &str = "wasmop:plugin/reconciler@0.2.0";
 
 /// Validates `bytes` as a component and returns the names it exports at the top level.
 fn component_exports(path: &Path) -> Vec<String> {
