@@ -71,6 +71,22 @@ impl KubeCluster {
         }
     }
 
+    /// The namespaces a list of `resolved` in `namespace` covers (`None`: all of them). A
+    /// confined plugin's list across all namespaces of a namespaced kind covers its namespaces
+    /// only, one query each.
+    fn queried<'a>(
+        &'a self,
+        resolved: &Resolved,
+        namespace: Option<&'a str>,
+    ) -> Vec<Option<&'a str>> {
+        match (&self.scope, namespace) {
+            (Some(scope), None) if resolved.namespaced => {
+                scope.iter().map(|ns| Some(ns.as_str())).collect()
+            }
+            _ => vec![namespace],
+        }
+    }
+
     /// Lists in one namespace, or in all with `None`: from the cache when one covers it.
     async fn list_in(
         &self,
@@ -304,17 +320,11 @@ impl Cluster for KubeCluster {
         label_selector: Option<&str>,
     ) -> Result<Vec<String>, ClusterError> {
         let resolved = self.resolver.resolve(kind).await?;
-        match (&self.scope, namespace) {
-            // A confined plugin's list across all namespaces covers its namespaces only.
-            (Some(scope), None) if resolved.namespaced => {
-                let mut out = Vec::new();
-                for ns in scope {
-                    out.extend(self.list_in(&resolved, Some(ns), label_selector).await?);
-                }
-                Ok(out)
-            }
-            _ => self.list_in(&resolved, namespace, label_selector).await,
+        let mut out = Vec::new();
+        for ns in self.queried(&resolved, namespace) {
+            out.extend(self.list_in(&resolved, ns, label_selector).await?);
         }
+        Ok(out)
     }
 
     async fn list_owned(
@@ -324,17 +334,11 @@ impl Cluster for KubeCluster {
         owner_uid: &str,
     ) -> Result<Vec<String>, ClusterError> {
         let resolved = self.resolver.resolve(kind).await?;
-        match (&self.scope, namespace) {
-            // As `list`: a confined plugin's "all namespaces" are its namespaces.
-            (Some(scope), None) if resolved.namespaced => {
-                let mut out = Vec::new();
-                for ns in scope {
-                    out.extend(self.list_owned_in(&resolved, Some(ns), owner_uid).await?);
-                }
-                Ok(out)
-            }
-            _ => self.list_owned_in(&resolved, namespace, owner_uid).await,
+        let mut out = Vec::new();
+        for ns in self.queried(&resolved, namespace) {
+            out.extend(self.list_owned_in(&resolved, ns, owner_uid).await?);
         }
+        Ok(out)
     }
 
     async fn create(
