@@ -12,7 +12,9 @@ use serde_json::Value;
 use crate::bindings::wasmop::plugin::{config, events, kube, types};
 use crate::delete::DeleteOptions;
 use crate::error::Error;
-use crate::object::{Gvk, Object, ObjectRef, check_scope, decode, encode, from_json, json_text};
+use crate::object::{
+    self, Gvk, Object, ObjectRef, check_scope, decode, encode, from_json, json_text,
+};
 use crate::stored::Stored;
 
 /// A patch body, by patch type. Build the body with [`serde_json::json!`].
@@ -160,7 +162,7 @@ impl Context {
         check_scope::<T>(namespace)?;
         let gvk = Gvk::of::<T>();
         let items = kube::list(&gvk.into(), namespace, selector).map_err(|e| {
-            let mut target = T::URL_PATH_SEGMENT.to_owned();
+            let mut target = object::plural::<T>().to_owned();
             if let Some(namespace) = namespace {
                 target.push_str(&format!(" in {namespace}"));
             }
@@ -195,7 +197,7 @@ impl Context {
     /// [`Error::MissingUid`] when `owner` was not read from the cluster.
     pub fn list_owned<T: Object, O: Object>(&self, owner: &O) -> Result<Vec<T>, Error> {
         let owner_ref = ObjectRef::of(owner)?;
-        let Some(uid) = owner.metadata().uid.as_deref() else {
+        let Some(uid) = owner.meta().uid.as_deref() else {
             return Err(Error::MissingUid { owner: owner_ref });
         };
         let namespace = if T::NAMESPACED {
@@ -207,7 +209,7 @@ impl Context {
         let items = kube::list_owned(&gvk.into(), namespace, uid).map_err(|e| {
             kube_error(
                 "list-owned",
-                format!("{} of {owner_ref}", T::URL_PATH_SEGMENT),
+                format!("{} of {owner_ref}", object::plural::<T>()),
                 e,
             )
         })?;
@@ -389,7 +391,7 @@ impl Context {
 
 /// `object`'s resourceVersion, which a guarded write needs.
 fn resource_version<T: Object>(object: &T) -> Result<&str, Error> {
-    match object.metadata().resource_version.as_deref() {
+    match object.meta().resource_version.as_deref() {
         Some(rv) => Ok(rv),
         None => Err(Error::MissingResourceVersion {
             target: ObjectRef::of(object)?,
@@ -412,7 +414,7 @@ fn status_patch<T: Object, S: Serialize>(status: &S) -> Result<String, Error> {
         status: &'a S,
     }
     serde_json::to_string(&StatusPatch { status }).map_err(|source| Error::Encode {
-        kind: T::KIND,
+        kind: object::kind::<T>(),
         source,
     })
 }

@@ -84,7 +84,7 @@ impl DeleteOptions {
     /// [`Error::MissingUid`] or [`Error::MissingResourceVersion`] for an object not read from
     /// the cluster.
     pub fn if_unchanged<T: Object>(self, object: &T) -> Result<Self, Error> {
-        let meta = object.metadata();
+        let meta = object.meta();
         let target = || ObjectRef::of(object);
         let Some(uid) = meta.uid.clone() else {
             return Err(Error::MissingUid { owner: target()? });

@@ -50,6 +50,8 @@
 pub mod bindings;
 mod conditions;
 mod context;
+#[cfg(feature = "crd")]
+pub mod crd;
 mod delete;
 mod error;
 mod info;
@@ -75,6 +77,8 @@ pub use stored::Stored;
 /// The Kubernetes types (the version the host is built with), re-exported so plugins use the
 /// same crate version as the SDK.
 pub use k8s_openapi;
+/// kube-rs's client-less types and traits (the [`Object`] trait builds on its `Resource`).
+pub use kube_core;
 /// Re-exported for [`Patch`] bodies (`serde_json::json!`) and custom types.
 pub use serde_json;
 

@@ -2,9 +2,9 @@
 //! [`custom_resource!`](crate::custom_resource) macro for CRD types, object identities and the
 //! JSON encoding objects cross the boundary in.
 
+use std::borrow::Cow;
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -31,9 +31,9 @@ impl Gvk {
     /// The GVK of `T`.
     pub fn of<T: Object>() -> Self {
         Self {
-            group: T::GROUP,
-            version: T::VERSION,
-            kind: T::KIND,
+            group: static_name(T::group(&())),
+            version: static_name(T::version(&())),
+            kind: kind::<T>(),
         }
     }
 }
@@ -81,12 +81,13 @@ mod sealed {
 
 /// A typed Kubernetes object the SDK can read and write.
 ///
-/// Implemented for every k8s-openapi resource (`ConfigMap`, `Namespace`, ...) and for any
-/// type that implements [`k8s_openapi::Resource`] and [`k8s_openapi::Metadata`], which is
-/// what [`custom_resource!`](crate::custom_resource) does for a CRD type. Never implemented
-/// by hand.
+/// Implemented for every type kube-rs knows as a static resource ([`kube_core::Resource`]
+/// with `DynamicType = ()`): every k8s-openapi resource (`ConfigMap`, `Namespace`, ...), a
+/// CRD type from kube's `#[derive(CustomResource)]` (see [`crd`](crate::crd), which also
+/// writes its CRD), and a type declared with [`custom_resource!`](crate::custom_resource).
+/// Never implemented by hand.
 pub trait Object:
-    k8s_openapi::Resource + k8s_openapi::Metadata<Ty = ObjectMeta> + Serialize + DeserializeOwned
+    kube_core::Resource<DynamicType = (), Scope: Scope> + Serialize + DeserializeOwned
 {
     /// True when objects of this kind live in a namespace.
     const NAMESPACED: bool;
@@ -94,36 +95,32 @@ pub trait Object:
     /// The object's `metadata.name`, or `""` when it has none (only possible for an object
     /// built locally and not yet sent).
     fn name(&self) -> &str {
-        self.metadata().name.as_deref().unwrap_or_default()
+        self.meta().name.as_deref().unwrap_or_default()
     }
 
     /// The object's namespace; `None` for cluster-scoped kinds.
     fn namespace(&self) -> Option<&str> {
-        self.metadata().namespace.as_deref()
+        self.meta().namespace.as_deref()
     }
 
     /// `metadata.generation`, which the API server bumps on every spec change.
     fn generation(&self) -> Option<i64> {
-        self.metadata().generation
+        self.meta().generation
     }
 
     /// True once deletion was requested (`metadata.deletionTimestamp` is set).
     fn is_being_deleted(&self) -> bool {
-        self.metadata().deletion_timestamp.is_some()
+        self.meta().deletion_timestamp.is_some()
     }
 
     /// The value of label `key`, if set.
     fn label(&self, key: &str) -> Option<&str> {
-        self.metadata()
-            .labels
-            .as_ref()?
-            .get(key)
-            .map(String::as_str)
+        self.meta().labels.as_ref()?.get(key).map(String::as_str)
     }
 
     /// The value of annotation `key`, if set.
     fn annotation(&self, key: &str) -> Option<&str> {
-        self.metadata()
+        self.meta()
             .annotations
             .as_ref()?
             .get(key)
@@ -133,13 +130,37 @@ pub trait Object:
 
 impl<T> Object for T
 where
-    T: k8s_openapi::Resource
-        + k8s_openapi::Metadata<Ty = ObjectMeta>
-        + Serialize
-        + DeserializeOwned,
+    T: kube_core::Resource<DynamicType = ()> + Serialize + DeserializeOwned,
     T::Scope: Scope,
 {
     const NAMESPACED: bool = <T::Scope as Scope>::NAMESPACED;
+}
+
+/// `T`'s kind, e.g. `ConfigMap`.
+pub(crate) fn kind<T: Object>() -> &'static str {
+    static_name(T::kind(&()))
+}
+
+/// `T`'s apiVersion, e.g. `apps/v1`, or `v1` for the core group.
+pub(crate) fn api_version<T: Object>() -> &'static str {
+    static_name(T::api_version(&()))
+}
+
+/// `T`'s resource name in URLs, e.g. `configmaps`.
+pub(crate) fn plural<T: Object>() -> &'static str {
+    static_name(T::plural(&()))
+}
+
+/// A name from [`kube_core::Resource`] as a `&'static str`, which the SDK's identities and
+/// errors hold. Every resource with `DynamicType = ()` that k8s-openapi, kube's derives and
+/// [`custom_resource!`](crate::custom_resource) produce names itself with literals, so this
+/// borrows; only a hand-written impl that builds a name at run time is leaked, for as long as
+/// the guest instance lives, which is one call.
+fn static_name(name: Cow<'static, str>) -> &'static str {
+    match name {
+        Cow::Borrowed(name) => name,
+        Cow::Owned(name) => name.leak(),
+    }
 }
 
 /// The identity of one object: its kind, namespace and name.
@@ -205,7 +226,7 @@ impl From<ObjectRef> for types::ObjectRef {
 pub(crate) fn check_scope<T: Object>(namespace: Option<&str>) -> Result<(), Error> {
     match namespace {
         Some(namespace) if !T::NAMESPACED => Err(Error::UnexpectedNamespace {
-            kind: T::KIND,
+            kind: kind::<T>(),
             namespace: namespace.to_owned(),
         }),
         _ => Ok(()),
@@ -215,7 +236,7 @@ pub(crate) fn check_scope<T: Object>(namespace: Option<&str>) -> Result<(), Erro
 /// Decodes one object the host returned from `call`.
 pub(crate) fn decode<T: Object>(json: &str, call: &'static str) -> Result<T, Error> {
     from_json(json).map_err(|source| Error::Decode {
-        kind: T::KIND,
+        kind: kind::<T>(),
         call,
         source,
     })
@@ -232,8 +253,11 @@ pub(crate) fn from_json<T: DeserializeOwned>(json: &str) -> Result<T, serde_json
     })
 }
 
-/// Declares a CRD type: implements [`k8s_openapi::Resource`] and [`k8s_openapi::Metadata`]
-/// for a struct with a `metadata: ObjectMeta` field, which makes it an [`Object`].
+/// Declares a CRD type by hand: implements [`k8s_openapi::Resource`] and
+/// [`k8s_openapi::Metadata`] for a struct with a `metadata: ObjectMeta` field, which makes it
+/// an [`Object`]. No CRD is generated: for a plugin's own CRD, kube's
+/// `#[derive(CustomResource)]` declares the type and writes its CRD (see [`crd`](crate::crd));
+/// this macro is for a kind someone else installs, without schemars in the build.
 ///
 /// Arguments: the type, then `group`, `version`, `kind`, `plural` (the resource name in URLs)
 /// and the scope, `namespaced` or `cluster`.
@@ -295,6 +319,7 @@ macro_rules! custom_resource {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
 

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::error::Error;
-use crate::object::{Object, ObjectRef};
+use crate::object::{self, Object, ObjectRef};
 
 /// A controller reference to `owner` (`controller: true`, `blockOwnerDeletion: true`), for
 /// `metadata.ownerReferences` of an object the plugin creates.
@@ -19,12 +19,12 @@ use crate::object::{Object, ObjectRef};
 /// name: an owner must be an object read from the cluster, such as the one `reconcile` gets.
 pub fn owner_reference<T: Object>(owner: &T) -> Result<OwnerReference, Error> {
     let target = ObjectRef::of(owner)?;
-    let Some(uid) = owner.metadata().uid.clone() else {
+    let Some(uid) = owner.meta().uid.clone() else {
         return Err(Error::MissingUid { owner: target });
     };
     Ok(OwnerReference {
-        api_version: T::API_VERSION.to_owned(),
-        kind: T::KIND.to_owned(),
+        api_version: object::api_version::<T>().to_owned(),
+        kind: object::kind::<T>().to_owned(),
         name: target.name,
         uid,
         controller: Some(true),
@@ -58,10 +58,10 @@ pub fn owner_reference<T: Object>(owner: &T) -> Result<OwnerReference, Error> {
 /// [`Error::MissingName`] (or a namespace error) when `object` does not name itself.
 pub fn object_reference<T: Object>(object: &T) -> Result<ObjectReference, Error> {
     let target = ObjectRef::of(object)?;
-    let meta = object.metadata();
+    let meta = object.meta();
     Ok(ObjectReference {
-        api_version: Some(T::API_VERSION.to_owned()),
-        kind: Some(T::KIND.to_owned()),
+        api_version: Some(object::api_version::<T>().to_owned()),
+        kind: Some(object::kind::<T>().to_owned()),
         namespace: target.namespace,
         name: Some(target.name),
         uid: meta.uid.clone(),

@@ -487,6 +487,130 @@ async fn wait_config_host(env: &TestEnv, name: &str, host: &str) -> ConfigMap {
     .unwrap()
 }
 
+/// The API server's answer to applying `yaml`: `Ok` or the API error's message.
+async fn try_apply(env: &TestEnv, yaml: &str) -> Result<(), String> {
+    env.apply_yaml(yaml).await.map(drop).map_err(|e| match e {
+        wasmop_testenv::ApplyError::Apply {
+            source: kube::Error::Api(status),
+            ..
+        } => status.message,
+        other => panic!("not an API refusal: {other:?}"),
+    })
+}
+
+/// `crd.yaml` is generated from the plugin's Rust types (`check_crd!` keeps it so); this is
+/// what the real API server makes of it: the schema's bounds refuse bad Databases, and the
+/// names, printer columns and status subresource are served.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_generated_database_crd_is_enforced_by_the_api_server() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let database = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: demo.wasmop.dev/v1\nkind: Database\nmetadata:\n  name: {name}\nspec: {spec}\n"
+        )
+    };
+    let refusals = [
+        (
+            "engine",
+            "{engine: oracle, host: h, port: 5432, replicas: 1}",
+            "spec.engine",
+        ),
+        (
+            "port",
+            "{engine: postgres, host: h, port: 0, replicas: 1}",
+            "spec.port",
+        ),
+        (
+            "port-high",
+            "{engine: postgres, host: h, port: 70000, replicas: 1}",
+            "spec.port",
+        ),
+        (
+            "host",
+            "{engine: postgres, host: '', port: 5432, replicas: 1}",
+            "spec.host",
+        ),
+        (
+            "replicas",
+            "{engine: postgres, host: h, port: 5432, replicas: -1}",
+            "spec.replicas",
+        ),
+        (
+            "missing",
+            "{engine: postgres, host: h, replicas: 1}",
+            "spec.port",
+        ),
+    ];
+    for (name, spec, field) in refusals {
+        let message = try_apply(&env, &database(name, spec))
+            .await
+            .expect_err(&format!("a Database with a bad {name} is refused"));
+        assert!(message.contains(field), "{name}: {message}");
+    }
+    try_apply(
+        &env,
+        &database(
+            "good",
+            "{engine: mariadb, host: h, port: 3306, replicas: 0}",
+        ),
+    )
+    .await
+    .expect("a valid Database is stored");
+
+    // status.conditions: a list-map keyed by type whose status is True, False or Unknown.
+    let api = databases(&env);
+    let condition = |status: &str| {
+        json!({"status": {"conditions": [{"type": "Ready", "status": status,
+            "reason": "Checked", "message": "m", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}})
+    };
+    let refused = api
+        .patch_status(
+            "good",
+            &PatchParams::default(),
+            &Patch::Merge(condition("Maybe")),
+        )
+        .await
+        .expect_err("a condition status other than True/False/Unknown is refused");
+    assert!(
+        refused.to_string().contains("status.conditions[0].status"),
+        "{refused}"
+    );
+    api.patch_status(
+        "good",
+        &PatchParams::default(),
+        &Patch::Merge(condition("True")),
+    )
+    .await
+    .expect("a valid condition is stored through the status subresource");
+
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(env.client());
+    let crd = crds.get("databases.demo.wasmop.dev").await.unwrap();
+    assert_eq!(crd.spec.names.short_names, Some(vec!["db".to_owned()]));
+    let version = &crd.spec.versions[0];
+    let columns: Vec<_> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Engine", ".spec.engine"),
+            ("Host", ".spec.host"),
+            ("Ready", r#".status.conditions[?(@.type=="Ready")].status"#),
+        ]
+    );
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some())
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn database_config_creates_updates_and_garbage_collects_its_configmap() {
     let env = TestEnv::start().await.unwrap();

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::ser::{self, Impossible, SerializeMap, SerializeStruct, Serializer};
 
 use crate::error::Error;
-use crate::object::Object;
+use crate::object::{self, Object};
 
 /// Encodes `object` as the JSON the host expects, with `apiVersion` and `kind` set from `T`
 /// (CRD types usually do not carry those fields themselves) and written first.
@@ -24,8 +24,8 @@ pub(crate) fn encode<T: Object>(object: &T) -> Result<String, Error> {
     let other_shape = Cell::new(false);
     let typed = WithTypeMeta {
         object,
-        api_version: T::API_VERSION,
-        kind: T::KIND,
+        api_version: object::api_version::<T>(),
+        kind: object::kind::<T>(),
         other_shape: &other_shape,
     };
     match serde_json::to_string(&typed) {
@@ -35,7 +35,7 @@ pub(crate) fn encode<T: Object>(object: &T) -> Result<String, Error> {
         // gives the same answer as always for every such shape.
         Err(_) if other_shape.get() => encode_value(object),
         Err(source) => Err(Error::Encode {
-            kind: T::KIND,
+            kind: object::kind::<T>(),
             source,
         }),
     }
@@ -45,15 +45,19 @@ pub(crate) fn encode<T: Object>(object: &T) -> Result<String, Error> {
 /// only for types that serialize as neither a struct nor a map.
 fn encode_value<T: Object>(object: &T) -> Result<String, Error> {
     let mut value = serde_json::to_value(object).map_err(|source| Error::Encode {
-        kind: T::KIND,
+        kind: object::kind::<T>(),
         source,
     })?;
     match value.as_object_mut() {
         Some(map) => {
-            map.insert("apiVersion".into(), T::API_VERSION.into());
-            map.insert("kind".into(), T::KIND.into());
+            map.insert("apiVersion".into(), object::api_version::<T>().into());
+            map.insert("kind".into(), object::kind::<T>().into());
         }
-        None => return Err(Error::NotAnObject { kind: T::KIND }),
+        None => {
+            return Err(Error::NotAnObject {
+                kind: object::kind::<T>(),
+            });
+        }
     }
     Ok(json_text(&value))
 }
