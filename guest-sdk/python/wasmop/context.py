@@ -10,9 +10,10 @@ reconcile that ignores it pays nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from . import _wit
 from .errors import (
@@ -31,6 +32,8 @@ from .log import Logger, logger
 from .objects import Kind, Object, decode, describe_ref
 
 T = TypeVar("T")
+#: What the list calls return (`Context.list` shadows the builtin inside the class).
+Objects = list[Object]
 
 _ERRORS: dict[type, type[KubeError]] = {
     _wit.types.KubeError_NotFound: NotFound,
@@ -212,19 +215,17 @@ class Context:
 
     def list(
         self, kind: Kind, namespace: str | None = None, selector: str | None = None
-    ) -> list[Object]:
+    ) -> Objects:
         """The objects of `kind` in `namespace` (`None`: every namespace the plugin may read)
         matching the label `selector`, if given."""
         if namespace is not None and not kind.namespaced:
             kind.ref("", namespace)
         what = kind.kind + (f" in {namespace}" if namespace else "")
         what += f" matching {selector!r}" if selector else ""
-        items = _host(
-            "list", what, lambda: _wit.kube.list(kind.wit(), namespace, selector)
-        )
+        items = _host("list", what, lambda: _wit.kube.list(kind.wit(), namespace, selector))
         return [Object.from_json(item) for item in items]
 
-    def list_owned(self, kind: Kind, owner: Mapping[str, Any]) -> list[Object]:
+    def list_owned(self, kind: Kind, owner: Mapping[str, Any]) -> Objects:
         """The objects of `kind` with an owner reference to `owner` (controller or not): in
         `owner`'s namespace when both kinds are namespaced, everywhere the plugin may read
         otherwise. Answered from the host's owner index for owned and watched kinds."""

@@ -9,9 +9,9 @@ than the plugin uses: the operator sees the list before installing it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable
 
 from . import _wit
 from .objects import Kind
@@ -124,9 +124,7 @@ class Info:
         self._on_metadata = on
         return self
 
-    def permission(
-        self, kind: Kind, verbs: Iterable[Verb], namespaces: Iterable[str] = ()
-    ) -> Info:
+    def permission(self, kind: Kind, verbs: Iterable[Verb], namespaces: Iterable[str] = ()) -> Info:
         """`verbs` on objects of `kind`, in `namespaces` (default: those the plugin
         watches). The operator must grant it too."""
         self._permissions.append((kind, list(verbs), list(namespaces)))
@@ -141,11 +139,15 @@ class Info:
             primary=primary.wit(),
             primary_selector=self._selector,
             owns=[k.wit() for k in self._owns],
-            watches=[pi.Watch(kind=k.wit(), selector=s, mapping=m.wit()) for k, s, m in self._watches],
+            watches=[
+                pi.Watch(kind=k.wit(), selector=s, mapping=m.wit()) for k, s, m in self._watches
+            ],
             finalizer=self._finalizer,
             reconcile_on_metadata_change=self._on_metadata,
             permissions=[
-                pi.Permission(group=k.group, kind=k.kind, verbs=[v.wit() for v in verbs], namespaces=ns)
+                pi.Permission(
+                    group=k.group, kind=k.kind, verbs=[v.wit() for v in verbs], namespaces=ns
+                )
                 for k, verbs, ns in self._permissions
             ],
         )

@@ -13,8 +13,9 @@ import dataclasses
 import json
 import types as pytypes
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, TypeVar, Union
+from typing import Any, TypeVar, Union
 
 from . import _wit
 from .errors import DecodeError, UsageError
@@ -50,9 +51,7 @@ class Kind:
         if self.namespaced and namespace is None:
             raise UsageError(f"{self.kind} {name} is namespaced: a namespace is required")
         if not self.namespaced and namespace is not None:
-            raise UsageError(
-                f"{self.kind} is cluster-scoped: namespace `{namespace}` cannot apply"
-            )
+            raise UsageError(f"{self.kind} is cluster-scoped: namespace `{namespace}` cannot apply")
         return _wit.types.ObjectRef(kind=self.wit(), namespace=namespace, name=name)
 
 
@@ -135,9 +134,7 @@ class Object(dict[str, Any]):
         """The object's identity, for host calls."""
         if not self.name:
             raise UsageError(f"the {self.get('kind') or 'object'} has no metadata.name")
-        return _wit.types.ObjectRef(
-            kind=self.kind.wit(), namespace=self.namespace, name=self.name
-        )
+        return _wit.types.ObjectRef(kind=self.kind.wit(), namespace=self.namespace, name=self.name)
 
     def spec_as(self, cls: type[T]) -> T:
         """The object's `spec` decoded into the dataclass `cls` (see `decode`); a
@@ -153,9 +150,7 @@ class Object(dict[str, Any]):
             return decode(cls, self[field])
         except DecodeError as e:
             ref = describe_ref(self.ref())
-            raise DecodeError(
-                f"cannot decode {ref} from the host as {self.kind}: {e}"
-            ) from None
+            raise DecodeError(f"cannot decode {ref} from the host as {self.kind}: {e}") from None
 
 
 def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
@@ -288,9 +283,7 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
 
 
 def _is_optional(tp: Any) -> bool:
-    return typing.get_origin(tp) in (Union, pytypes.UnionType) and type(None) in typing.get_args(
-        tp
-    )
+    return typing.get_origin(tp) in (Union, pytypes.UnionType) and type(None) in typing.get_args(tp)
 
 
 def _join(path: str, key: str) -> str:

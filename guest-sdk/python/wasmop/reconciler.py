@@ -97,7 +97,9 @@ def error_message(e: BaseException) -> str:
 
 def _fail(retryable: bool, message: str) -> _wit.Err[_wit.exports.Error]:
     error: _wit.exports.Error = (
-        _wit.exports.Error_Retryable(message) if retryable else _wit.exports.Error_Permanent(message)
+        _wit.exports.Error_Retryable(message)
+        if retryable
+        else _wit.exports.Error_Permanent(message)
     )
     return _wit.Err(error)
 

@@ -7,6 +7,7 @@ Build: `guest-sdk/python/build plugins/python/database-config -o database-config
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import wasmop
 from wasmop import CONFIG_MAP, Action, Context, Event, Info, Kind, Object
@@ -50,19 +51,15 @@ class DatabaseConfig(wasmop.Reconciler):
         # The status as the Rust plugin's typed status sees it: its conditions and
         # observedGeneration (anything else under status is not this plugin's).
         stored = db.get("status") or {}
-        old = {
-            "conditions": stored.get("conditions") or [],
-            "observedGeneration": stored.get("observedGeneration"),
-        }
-        status = {
-            "conditions": [dict(c) for c in old["conditions"]],
-            "observedGeneration": db.generation,
-        }
+        old_conditions: list[dict[str, Any]] = stored.get("conditions") or []
+        old = {"conditions": old_conditions, "observedGeneration": stored.get("observedGeneration")}
+        conditions = [dict(c) for c in old_conditions]
         message = f"ConfigMap {name} is up to date"
         wasmop.set_condition(
-            status["conditions"],
+            conditions,
             wasmop.condition("Ready", True, "ConfigApplied", message, db.generation),
         )
+        status = {"conditions": conditions, "observedGeneration": db.generation}
         if status != old:
             ctx.update_status(db, status)
             # Only on a change, so the Event records what happened to the Database, not
