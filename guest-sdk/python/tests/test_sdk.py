@@ -8,7 +8,7 @@ import time
 import unittest
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from unittest import mock
 
 import wasmop
@@ -214,6 +214,31 @@ class Decoding(unittest.TestCase):
         )
         with self.assertRaises(wasmop.DecodeError):
             wasmop.decode(Spec, {"engine": "pg", "port": True})
+
+    def test_configuration_refuses_unknown_keys_as_serde_does(self) -> None:
+        @dataclass
+        class Settings:
+            quota: dict[str, str] = field(default_factory=dict)
+            container_limits: dict[str, str] = field(default_factory=dict)
+            deny: list[Literal["Ingress", "Egress"]] = field(default_factory=list)
+
+        with mock.patch.object(_wit.config, "get", lambda: '{"quotas": {}}'):
+            got = call(lambda obj, ctx: ctx.config(Settings))
+        self.assertEqual(
+            got,
+            _wit.exports.Error_Permanent(
+                "invalid plugin configuration: unknown field `quotas`, "
+                "expected one of `quota`, `containerLimits`, `deny`"
+            ),
+        )
+        with mock.patch.object(_wit.config, "get", lambda: '{"deny": ["Sideways"]}'):
+            got = call(lambda obj, ctx: ctx.config(Settings))
+        self.assertEqual(
+            got.value,
+            "invalid plugin configuration: "
+            "unknown variant `Sideways`, expected `Ingress` or `Egress` at `deny[0]`",
+        )
+        self.assertEqual(wasmop.decode(Settings, {"quotas": {}}), Settings())
 
     def test_bad_configuration_is_permanent_and_names_the_problem(self) -> None:
         with mock.patch.object(_wit.config, "get", lambda: '{"engine": 3}'):

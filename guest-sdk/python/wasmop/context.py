@@ -345,16 +345,18 @@ class Context:
         )
         _host("event on", describe_ref(ref), lambda: ev.emit(record))
 
-    def config(self, cls: type[T] | None = None) -> Any:
+    def config(self, cls: type[T] | None = None, deny_unknown: bool = True) -> Any:
         """The plugin's configuration as the operator wrote it: a dict (`{}` when there is
         none), or decoded into the dataclass `cls` (give its fields defaults), raising a
-        permanent `DecodeError` `invalid plugin configuration: ...` when it does not fit."""
+        permanent `DecodeError` `invalid plugin configuration: ...` when it does not fit. A
+        key `cls` does not have is refused (a typo in the operator's file) unless
+        `deny_unknown` is false."""
         from .errors import DecodeError
 
         value = json.loads(_wit.config.get())
         if cls is None:
             return value
         try:
-            return decode(cls, value)
+            return decode(cls, value, deny_unknown)
         except DecodeError as e:
             raise DecodeError(f"invalid plugin configuration: {e}") from None

@@ -209,18 +209,38 @@ def camel(name: str) -> str:
     return first + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def decode(cls: type[T], value: Any) -> T:
+def decode(cls: type[T], value: Any, deny_unknown: bool = False) -> T:
     """Decodes JSON data into `cls`: a dataclass (fields by their camelCase JSON keys; a
-    field without a default is required), `str`, `int`, `float`, `bool`, `Any`,
-    `list[X]`, `dict[str, X]`, `X | None`, or an `Object`. Unknown keys are ignored. What does
-    not fit raises `DecodeError` in serde's words (`missing field `port``, `invalid type:
-    string "x", expected int`), with the path below the decoded value (`at `tls.port``)."""
-    return typing.cast(T, _decode(cls, value, ""))
+    field without a default is required), `str`, `int`, `float`, `bool`, `Any`, a `Literal`
+    of strings, `list[X]`, `dict[str, X]`, `X | None`, or an `Object`. Unknown keys of a
+    dataclass are ignored, or refused with `deny_unknown` (serde's `deny_unknown_fields`, for
+    configurations, where a key is a typo). What does not fit raises `DecodeError` in serde's
+    words (`missing field `port``, `invalid type: string "x", expected an integer`, `unknown
+    field `quotas`, expected one of ...`), with the path below the decoded value
+    (`at `tls.port``)."""
+    return typing.cast(T, _decode(cls, value, "", deny_unknown))
 
 
-def _decode(tp: Any, value: Any, path: str) -> Any:
+def _expected(names: list[str]) -> str:
+    """serde's list of what was expected: `a`, `a` or `b`, one of `a`, `b`, `c`."""
+    quoted = [f"`{n}`" for n in names]
+    if len(quoted) == 1:
+        return quoted[0]
+    if len(quoted) == 2:
+        return f"{quoted[0]} or {quoted[1]}"
+    return "one of " + ", ".join(quoted)
+
+
+def _decode(tp: Any, value: Any, path: str, strict: bool) -> Any:
     at = f" at `{path}`" if path else ""
     if tp is Any:
+        return value
+    if typing.get_origin(tp) is typing.Literal:
+        allowed = [str(a) for a in typing.get_args(tp)]
+        if not isinstance(value, str):
+            raise DecodeError(f"invalid type: {_type_name(value)}, expected a string{at}")
+        if value not in allowed:
+            raise DecodeError(f"unknown variant `{value}`, expected {_expected(allowed)}{at}")
         return value
     origin = typing.get_origin(tp)
     if origin in (Union, pytypes.UnionType):
@@ -229,29 +249,36 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
             return None
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:
-            return _decode(inner[0], value, path)
+            return _decode(inner[0], value, path, strict)
         raise DecodeError(f"unions other than `X | None` cannot be decoded{at}")
     if origin is list:
         (item,) = typing.get_args(tp) or (Any,)
         if not isinstance(value, list):
             raise DecodeError(f"invalid type: {_type_name(value)}, expected a list{at}")
-        return [_decode(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_decode(item, v, f"{path}[{i}]", strict) for i, v in enumerate(value)]
     if origin is dict:
         _, item = typing.get_args(tp) or (str, Any)
         if not isinstance(value, dict):
             raise DecodeError(f"invalid type: {_type_name(value)}, expected a map{at}")
-        return {k: _decode(item, v, _join(path, k)) for k, v in value.items()}
+        return {k: _decode(item, v, _join(path, k), strict) for k, v in value.items()}
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(value, dict):
             raise DecodeError(
                 f"invalid type: {_type_name(value)}, expected struct {tp.__name__}{at}"
             )
         hints = typing.get_type_hints(tp)
+        fields = dataclasses.fields(tp)
+        if strict:
+            keys = [camel(f.name) for f in fields]
+            for key in value:
+                if key not in keys:
+                    where = f" in `{path}`" if path else ""
+                    raise DecodeError(f"unknown field `{key}`, expected {_expected(keys)}{where}")
         kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(tp):
+        for f in fields:
             key = camel(f.name)
             if key in value:
-                kwargs[f.name] = _decode(hints[f.name], value[key], _join(path, key))
+                kwargs[f.name] = _decode(hints[f.name], value[key], _join(path, key), strict)
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 if _is_optional(hints[f.name]):
                     kwargs[f.name] = None

@@ -77,9 +77,23 @@ fn python_database_config_passes_the_rust_plugins_golden_cases() {
 }
 
 #[test]
+fn python_namespace_defaults_passes_the_rust_plugins_golden_cases() {
+    run_twin_cases("namespace-defaults");
+}
+
+#[test]
+fn python_configmap_mirror_passes_the_rust_plugins_golden_cases() {
+    run_twin_cases("configmap-mirror");
+}
+
+#[test]
 fn every_python_plugin_has_a_rust_twin_with_cases() {
     let names = wasmop_python_plugins::names();
-    assert!(names.iter().any(|n| n == "database-config"), "{names:?}");
+    assert_eq!(
+        names,
+        ["configmap-mirror", "database-config", "namespace-defaults"],
+        "a new Python plugin needs its golden test here"
+    );
     for name in names {
         let cases = wasmop_python_plugins::twin_cases(&name);
         assert!(
