@@ -8,13 +8,19 @@
 //! so only the first case of a changed plugin compiles it, and later runs of an unchanged one
 //! compile nothing.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
-use wasmop_offline::{Harness, OfflineError, offline_runtime_config};
+use wasmop_offline::{Harness, OfflineError, Scenario, offline_runtime_config};
 use wasmop_runtime::{LoadOptions, Runtime};
 
 #[path = "../../../plugins/rust/golden_runner.rs"]
 mod golden_runner;
+
+/// One load per cache directory at a time, so that of the tests sharing a plugin only the
+/// first compiles it and the others load its artefact.
+static LOADING: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = LazyLock::new(Default::default);
 
 /// Loads `component` as `wasmop test` does, with the plugin's artefact cache.
 fn load_cached(
@@ -26,6 +32,13 @@ fn load_cached(
         .enable_all()
         .build()
         .map_err(OfflineError::AsyncRuntime)?;
+    let lock = LOADING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(cache.to_owned())
+        .or_default()
+        .clone();
+    let _one_load = lock.lock().unwrap_or_else(PoisonError::into_inner);
     let harness = runtime.block_on(async {
         let rt = Runtime::new(offline_runtime_config().cache_dir(cache))?;
         let options = LoadOptions {
@@ -58,11 +71,16 @@ fn prune(cache: &Path, digest: &str) {
     }
 }
 
+/// The artefact cache of the plugin `name`.
+fn cache(name: &str) -> PathBuf {
+    wasmop_python_plugins::out_dir()
+        .join("artefacts")
+        .join(name)
+}
+
 fn run_twin_cases(name: &str) {
     let component = wasmop_python_plugins::component(name);
-    let cache: PathBuf = wasmop_python_plugins::out_dir()
-        .join("artefacts")
-        .join(name);
+    let cache = cache(name);
     golden_runner::run_cases_in(
         &component,
         &wasmop_python_plugins::twin_cases(name),
@@ -102,4 +120,41 @@ fn every_python_plugin_has_a_rust_twin_with_cases() {
             cases.display()
         );
     }
+}
+
+/// The SDK's promise for what a plugin does not catch, on the built component: a Database
+/// whose `status.conditions` is not a list makes `database-config`'s reconcile raise a
+/// `TypeError` after its apply. The call ends as a retryable plugin error (not a trap) whose
+/// message names the exception and the plugin's frame; the write made before it stays in the
+/// report.
+#[test]
+fn an_uncaught_exception_in_a_python_plugin_is_a_retryable_error_with_its_traceback() {
+    let component = wasmop_python_plugins::component("database-config");
+    let harness = load_cached(&cache("database-config"), &component, serde_json::json!({}))
+        .expect("the Python database-config loads");
+    let scenario = Scenario::from_yaml(
+        "apiVersion: demo.wasmop.dev/v1\nkind: Database\n\
+         metadata: {name: orders, namespace: shop, uid: u-1, generation: 1}\n\
+         spec: {engine: postgres, host: db, port: 5432, replicas: 1}\n\
+         status: {conditions: 5}\n",
+    )
+    .and_then(|s| s.with_state_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"))
+    .expect("a valid scenario");
+    let report = harness.run_blocking(&scenario).expect("the call runs");
+    let message = report.outcome.message.clone().unwrap_or_default();
+    assert_eq!(report.outcome.result, "retryable-error", "{message}");
+    assert!(
+        message.starts_with("TypeError: 'int' object is not iterable\\ntraceback (innermost "),
+        "{message}"
+    );
+    assert!(
+        message.contains("/app.py:") && message.contains(" in reconcile"),
+        "{message}"
+    );
+    assert_eq!(
+        report.writes.len(),
+        1,
+        "the apply before the exception: {:?}",
+        report.writes
+    );
 }
