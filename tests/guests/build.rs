@@ -8,12 +8,11 @@
 //! the lock on its own and a nested cargo waiting for it would deadlock.
 //!
 //! Example plugins live under `plugins/<language>/<name>/`; only `plugins/rust` is listed
-//! today. A plugin in another language (`plugins/python`, `plugins/go`) will join as another
-//! guest root with its own builder (its toolchain instead of the nested cargo, and its own
-//! marker file instead of `Cargo.toml`), producing a component into the same table. Its key
-//! stays the bare directory name, so names must be unique across every root and language
-//! (`guest_dirs` refuses two guests of one name), and tests never say which language a guest
-//! is written in.
+//! here. The Python ones (`plugins/python/<name>`) are built by `tests/python`
+//! (`wasmop_python_plugins::component`) instead: each is the twin of a Rust plugin and keeps
+//! its name (`database-config`), which this table, keyed by the bare directory name, cannot
+//! hold twice (`guest_dirs` refuses two guests of one name); and a CPython build (componentize-py,
+//! ~30 s, ~19 MB) should not sit in the build of every test binary that uses this crate.
 
 use std::collections::BTreeMap;
 use std::env;

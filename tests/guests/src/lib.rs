@@ -4,9 +4,9 @@
 //! `build.rs` discovers every guest crate in those directories, builds them all for
 //! `wasm32-wasip2` with the `wasm` profile (into `target/wasm-guests`) and records where each
 //! component is. A guest is named by its directory: `plugins/rust/database-config` is
-//! `"database-config"`, `tests/hostile/infinite-loop` is `"infinite-loop"`. The name does not
-//! say the plugin's language, so a plugin in another language (`plugins/python/<name>`, once
-//! `build.rs` builds those) is found the same way.
+//! `"database-config"`, `tests/hostile/infinite-loop` is `"infinite-loop"`. The Python example
+//! plugins (`plugins/python/<name>`, twins of the Rust ones with the same names) are built by
+//! `tests/python` (`wasmop_python_plugins::component`), not listed here (see `build.rs`).
 //!
 //! ```no_run
 //! let bytes = std::fs::read(wasmop_test_guests::component("database-config")).unwrap();
