@@ -7,6 +7,15 @@
 //! subresource and the printer columns. The derived type is an [`Object`](crate::Object), so
 //! the plugin reconciles the very type its CRD is written from.
 //!
+//! ```ignore
+//! use wasmop_guest::crd::CustomResource;
+//!
+//! #[derive(CustomResource, Serialize, Deserialize, JsonSchema, Clone, Debug)]
+//! #[kube(group = "demo.wasmop.dev", version = "v1", kind = "Database", namespaced,
+//!        status = "DatabaseStatus", crates(kube_core = "wasmop_guest::kube_core"))]
+//! struct DatabaseSpec { /* ... */ }
+//! ```
+//!
 //! The YAML a cluster applies is kept beside the plugin and checked by a test, so it can never
 //! drift from the type:
 //!
@@ -18,9 +27,11 @@
 //! ```
 //!
 //! `WASMOP_BLESS=1 cargo test -p <plugin>` writes the file; a plain run fails when the file
-//! differs, naming the command that rewrites it. The plugin depends on `kube` (no default
-//! features, feature `derive`), `schemars`, `k8s-openapi` and `serde_json` itself, because
-//! that is where kube's derive looks for them. Fields of k8s-openapi types other than
+//! differs, naming the command that rewrites it. The derive is re-exported here
+//! ([`CustomResource`]); the plugin depends on `schemars`, `k8s-openapi` and `serde_json`
+//! itself, because that is where the derives look for them, and names the SDK's kube-core in
+//! `crates(..)`: with no `kube` crate in its tree, the plugin's tests cannot reach an API
+//! client. Fields of k8s-openapi types other than
 //! `ObjectMeta` need k8s-openapi's `schemars` feature; for `status.conditions`,
 //! [`conditions`] is the schema kubebuilder writes for `[]metav1.Condition`, without it.
 
@@ -33,6 +44,10 @@ pub use file::{BLESS_VAR, check_file, rendered};
 use schemars::{Schema, SchemaGenerator, json_schema};
 
 pub use kube_core::CustomResourceExt;
+/// kube's derive of a CRD type from its spec struct. Its generated code names kube-core as
+/// `::kube::core` unless told otherwise: add `crates(kube_core = "wasmop_guest::kube_core")` to
+/// the `#[kube(..)]` attribute.
+pub use kube_derive::CustomResource;
 
 /// The schema of a `Vec<Condition>` field as Kubernetes' conventions (and kubebuilder's
 /// generated CRDs for `[]metav1.Condition`) have it: a list-map keyed by `type`, so

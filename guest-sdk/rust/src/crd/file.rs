@@ -94,11 +94,11 @@ macro_rules! check_crd {
 
 #[cfg(test)]
 mod tests {
-    use kube::CustomResource;
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     use super::{check_file, first_difference, rendered};
+    use crate::crd::CustomResource;
     use crate::object::{Gvk, Object, encode};
 
     /// A CRD type declared as a plugin declares one.
@@ -107,7 +107,8 @@ mod tests {
         group = "example.com",
         version = "v1",
         kind = "Gadget",
-        status = "GadgetStatus"
+        status = "GadgetStatus",
+        crates(kube_core = "crate::kube_core")
     )]
     struct GadgetSpec {
         /// How many.

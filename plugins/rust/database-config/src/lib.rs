@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasmop_guest::crd::CustomResource;
 use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use wasmop_guest::{Action, Context, Event, Info, Object, ReconcileError, Reconciler};
@@ -26,6 +26,7 @@ use wasmop_guest::{condition, owned_meta, set_condition};
     status = "DatabaseStatus",
     shortname = "db",
     doc = "A database applications connect to, and the ConfigMap with its connection settings.",
+    crates(kube_core = "wasmop_guest::kube_core"),
     printcolumn(name = "Engine", type_ = "string", json_path = ".spec.engine"),
     printcolumn(name = "Host", type_ = "string", json_path = ".spec.host"),
     printcolumn(
