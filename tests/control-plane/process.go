@@ -46,6 +46,9 @@ type component struct {
 	exitErr error
 	// stopping is set while the launcher itself stops the process, so its exit is expected.
 	stopping bool
+	// logStart is the log's size when this start began: the log is appended to on every
+	// start (a retry, a restart), and a failure is judged by this start's lines only.
+	logStart int64
 }
 
 func newComponent(name, logPath string, args []string) *component {
@@ -57,6 +60,10 @@ func (c *component) start(self string) error {
 	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("opening %s log %s: %w", c.name, c.logPath, err)
+	}
+	c.logStart = 0
+	if info, err := logFile.Stat(); err == nil {
+		c.logStart = info.Size()
 	}
 	fmt.Fprintf(logFile, "==== wasmop launcher: starting %s at %s\n", c.name, time.Now().Format(time.RFC3339))
 	cmd := exec.Command(self, append([]string{c.name}, c.args...)...)
@@ -183,6 +190,11 @@ func (c *component) logTail() string {
 	data, err := os.ReadFile(c.logPath)
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)
+	}
+	// Only this start's lines: an earlier start's "address already in use" must not make a
+	// different failure look like a taken port.
+	if c.logStart <= int64(len(data)) {
+		data = data[c.logStart:]
 	}
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
 	if len(lines) > logTailLines {

@@ -153,6 +153,9 @@ flags:
 		}
 		l.stopAll()
 		fmt.Fprintf(os.Stderr, "wasmop-control-plane: %v\nretrying with other ports\n", err)
+		// The loop runs while err is nil: without this, the "retry" ended the loop and the
+		// port-taken error was reported as the start-up's failure.
+		err = nil
 	}
 	if interrupted := stopWatching(); err == nil && interrupted {
 		err = errors.New("stopped during start-up")
