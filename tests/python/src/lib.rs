@@ -77,7 +77,10 @@ pub fn variant(name: &str, variant: &str, edit: impl FnOnce(&str) -> String) -> 
     let app = std::fs::read_to_string(from.join("app.py"))
         .unwrap_or_else(|e| panic!("cannot read {}/app.py: {e}", from.display()));
     let edited = edit(&app);
-    assert_ne!(edited, app, "the variant {variant} of {name} changes nothing");
+    assert_ne!(
+        edited, app,
+        "the variant {variant} of {name} changes nothing"
+    );
     let dir = out_dir().join("variants").join(variant);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)
