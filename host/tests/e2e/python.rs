@@ -3,8 +3,10 @@
 //! plugin directory, converging Databases into ConfigMaps and Ready conditions, then a changed
 //! build of it dropped into the directory hot-reloaded and serving the next reconcile.
 //!
-//! One test for both, because each load of a CPython component (~19 MB) is a cold compile:
-//! Winch first, Cranelift in the background.
+//! One test for both, because each first load of a CPython component (~19 MB) is a cold
+//! compile: Winch first, Cranelift in the background. The host keeps its artefacts in a
+//! `cacheDirectory` under `target/python-plugins/artefacts/e2e` (as a deployed host does), so
+//! the next run of an unchanged plugin compiles nothing.
 
 #![allow(clippy::unwrap_used)]
 
@@ -83,6 +85,30 @@ async fn wait_config(env: &TestEnv, name: &str, key: &str, value: &str) -> Confi
     .unwrap()
 }
 
+/// Removes the artefacts in the host's cache directory `cache` of every component but
+/// `keep` (each is ~40 MB; an earlier build of the plugin leaves one behind).
+fn prune(cache: &Path, keep: &[&Path]) {
+    let keep: Vec<String> = keep
+        .iter()
+        .map(|path| wasmop_core::Digest::of(&std::fs::read(path).unwrap()).to_string())
+        .collect();
+    let Ok(engines) = std::fs::read_dir(cache) else {
+        return;
+    };
+    for engine in engines.flatten() {
+        let Ok(entries) = std::fs::read_dir(engine.path()) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !keep.iter().any(|digest| name.starts_with(digest.as_str())) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
 /// Puts the component at `from` into the plugin directory as `database-config.wasm` at once
 /// (written aside, then renamed over the old file, as `kubectl cp` or a CI job would).
 async fn put(dir: &Path, from: &Path) {
@@ -107,9 +133,16 @@ async fn python_database_config_converges_databases_and_a_changed_build_is_hot_r
             r#""url": f"{spec.engine}://{spec.host}:{spec.port}", "revision": "2","#,
         )
     });
+    let cache = wasmop_python_plugins::out_dir().join("artefacts/e2e");
+    prune(&cache, &[&v1, &v2]);
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(DATABASE_CRD).await.unwrap();
-    let mut host = Host::start(&env, &[], &confined(&env, &["database-config"], "")).await;
+    let config = format!(
+        "cacheDirectory: {}\n{}",
+        cache.display(),
+        confined(&env, &["database-config"], "")
+    );
+    let mut host = Host::start(&env, &[], &config).await;
     put(host.plugin_dir(), &v1).await;
 
     let names: Vec<String> = (0..DATABASES).map(|i| format!("db-{i}")).collect();
