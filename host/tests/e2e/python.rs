@@ -1,9 +1,11 @@
-//! A plugin written in Python on the real control plane: `plugins/python/database-config`
+//! Plugins written in Python on the real control plane: `plugins/python/database-config`
 //! (built from source by `wasmop_python_plugins`, with the SDK) run by `wasmop run` from its
 //! plugin directory, converging Databases into ConfigMaps and Ready conditions, then a changed
-//! build of it dropped into the directory hot-reloaded and serving the next reconcile.
+//! build of it dropped into the directory hot-reloaded and serving the next reconcile; and the
+//! hostile Python plugin (`tests/python/hostile`) beside it, each attack reported on its
+//! Target as a Warning Event with its typed outcome while the Databases keep converging.
 //!
-//! One test for both, because each first load of a CPython component (~19 MB) is a cold
+//! One test for the first two, because each first load of a CPython component (~19 MB) is a cold
 //! compile: Winch first, Cranelift in the background. The host keeps its artefacts in a
 //! `cacheDirectory` under `target/python-plugins/artefacts/e2e` (as a deployed host does), so
 //! the next run of an unchanged plugin compiles nothing.
@@ -12,9 +14,10 @@
 
 use std::path::Path;
 
-use crate::harness::{Host, PATIENCE, confined, message};
+use crate::harness::{Host, PATIENCE, confined, message, test_kinds};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use wasmop_testenv::TestEnv;
 
@@ -112,11 +115,14 @@ fn prune(cache: &Path, keep: &[&Path]) {
 /// Puts the component at `from` into the plugin directory as `database-config.wasm` at once
 /// (written aside, then renamed over the old file, as `kubectl cp` or a CI job would).
 async fn put(dir: &Path, from: &Path) {
-    let tmp = dir.join(".database-config.wasm.tmp");
+    put_as(dir, "database-config.wasm", from).await;
+}
+
+/// [`put`] as the file `key`.
+async fn put_as(dir: &Path, key: &str, from: &Path) {
+    let tmp = dir.join(format!(".{key}.tmp"));
     tokio::fs::copy(from, &tmp).await.unwrap();
-    tokio::fs::rename(&tmp, dir.join("database-config.wasm"))
-        .await
-        .unwrap();
+    tokio::fs::rename(&tmp, dir.join(key)).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -181,6 +187,113 @@ async fn python_database_config_converges_databases_and_a_changed_build_is_hot_r
     apply_database(&env, "db-0", "moved.internal").await;
     let cm = wait_config(&env, "db-0", "host", "moved.internal").await;
     assert_eq!(cm.data.as_ref().unwrap()["revision"], "2");
+    assert_eq!(wait_ready(&env, "db-0").await, 2);
+    host.stop().await;
+}
+
+/// The hostile plugin's attacks (the Target's name) and what the Warning Event on the Target
+/// must say: the outcome as `kubectl describe` shows it.
+const ATTACKS: &[(&str, &str, &str)] = &[
+    (
+        "infinite-loop",
+        "PluginFailed",
+        "did not finish within its deadline of 2000 ms",
+    ),
+    ("memory-bomb", "PluginFailed", "ran out of memory"),
+    ("deep-repr", "PluginFailed", "wasm stack overflow"),
+    (
+        "exception",
+        "ReconcileFailed",
+        "ValueError: hostile Python plugin raised on purpose",
+    ),
+    (
+        "read-file",
+        "ReconcileFailed",
+        "FileNotFoundError: [Errno 44] No such file or directory: '/etc/passwd'",
+    ),
+    ("connect", "ReconcileFailed", "PermissionError: "),
+    ("environ", "ReconcileFailed", "LookupError: environment: {}"),
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_python_plugin_is_reported_on_its_targets_while_a_python_plugin_beside_it_converges()
+ {
+    let hostile = wasmop_python_plugins::hostile();
+    let healthy = wasmop_python_plugins::component("database-config");
+    // Its own cache: the test above prunes its directory to its own builds. Cranelift only,
+    // not tiered: the attacks keep the cores busy past the end of the test, so a background
+    // Cranelift compile would never finish and write the cache, and every run would compile
+    // again; and so the attacks meet Cranelift code here (the runtime test runs them on
+    // Winch).
+    let cache = wasmop_python_plugins::out_dir().join("artefacts/e2e-hostile");
+    prune(&cache, &[&hostile, &healthy]);
+    let env = TestEnv::start().await.unwrap();
+    test_kinds(&env).await;
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let config = format!(
+        "tieredCompilation: false\ncacheDirectory: {}\n{}",
+        cache.display(),
+        confined(
+            &env,
+            &["python-hostile", "database-config"],
+            "    deadline: 2s\n"
+        )
+    );
+    let host = Host::start(&env, &[], &config).await;
+    put_as(host.plugin_dir(), "python-hostile.wasm", &hostile).await;
+    put(host.plugin_dir(), &healthy).await;
+
+    for (name, _, _) in ATTACKS {
+        env.apply_yaml(&format!(
+            "apiVersion: wasmop.test/v1\nkind: Target\nmetadata:\n  name: {name}\nspec:\n  value: \"1\"\n"
+        ))
+        .await
+        .expect("Target created");
+    }
+    // The attacks fail again and again (with backoff) while the Databases are reconciled.
+    for i in 0..DATABASES {
+        apply_database(&env, &format!("db-{i}"), "db.internal").await;
+    }
+    for i in 0..DATABASES {
+        wait_config(&env, &format!("db-{i}"), "host", "db.internal").await;
+        assert_eq!(wait_ready(&env, &format!("db-{i}")).await, 1);
+    }
+
+    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
+    let give_up = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let listed = events.list(&ListParams::default()).await.unwrap().items;
+        let missing: Vec<_> = ATTACKS
+            .iter()
+            .filter(|(name, reason, note)| {
+                !listed.iter().any(|e| {
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                        && e.reason.as_deref() == Some(reason)
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.note.as_deref().is_some_and(|n| n.contains(note))
+                })
+            })
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "no Warning Event for {missing:?}; the Events: {:?}",
+            listed
+                .iter()
+                .map(|e| (
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()),
+                    &e.reason,
+                    &e.note
+                ))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    // And the healthy plugin still converges what changes after the attacks.
+    apply_database(&env, "db-0", "moved.internal").await;
+    wait_config(&env, "db-0", "host", "moved.internal").await;
     assert_eq!(wait_ready(&env, "db-0").await, 2);
     host.stop().await;
 }
