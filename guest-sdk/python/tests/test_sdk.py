@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 import unittest
 from collections.abc import Callable
@@ -129,6 +130,15 @@ class ErrorsBecomeResults(unittest.TestCase):
         )
         self.assertIn("test_sdk.py:", got.value)
         self.assertIn(" in buggy", got.value)
+
+    def test_sys_exit_is_a_retryable_error_not_an_exit(self) -> None:
+        def leave(obj: wasmop.Object, ctx: wasmop.Context) -> None:
+            sys.exit(3)
+
+        got = call(leave)
+        self.assertIsInstance(got, _wit.exports.Error_Retryable)
+        self.assertTrue(got.value.startswith("SystemExit: 3\ntraceback (innermost"), got.value)
+        self.assertIn(" in leave", got.value)
 
     def test_a_deep_recursion_keeps_only_the_innermost_frames_and_a_bounded_message(self) -> None:
         def down(n: int) -> int:

@@ -8,10 +8,11 @@ what the build's pre-initialisation set up); keep state in the cluster.
 
 How a call ends: the `Action` returned (`None` is `Action.done()`), or the exception raised.
 `Retryable` and `Permanent` say which they are; a `KubeError` is retryable unless it is
-`Denied` or `Invalid`; any other `wasmop.Error` is permanent; any other exception is
-retryable and its message carries the exception and the last frames of its traceback (at most
-`TRACEBACK_FRAMES` frames and `MESSAGE_CAP` characters), so a bug shows where it is in the
-host's log, Event and metrics instead of a bare trap.
+`Denied` or `Invalid`; any other `wasmop.Error` is permanent; any other exception (even
+`SystemExit` from `sys.exit()`) is retryable and its message carries the exception and the
+last frames of its traceback (at most `TRACEBACK_FRAMES` frames and `MESSAGE_CAP`
+characters), so a bug shows where it is in the host's log, Event and metrics instead of a
+bare trap.
 """
 
 from __future__ import annotations
@@ -116,7 +117,12 @@ def _call(plugin: Reconciler, cleanup: bool, req: _wit.exports.Request) -> _wit.
         action = (plugin.cleanup if cleanup else plugin.reconcile)(obj, ctx)
     except Error as e:
         raise _fail(e.retryable, e.message) from None
-    except Exception as e:  # noqa: BLE001 - every other exception is a retryable error
+    except BaseException as e:  # noqa: BLE001 - every other exception is a retryable error
+        # `BaseException`, not `Exception`: `sys.exit()` (SystemExit) and KeyboardInterrupt
+        # would otherwise escape the export, and componentize-py ends the instance with a bare
+        # "Exited with i32 exit status 1" trap that says nothing of where. A plugin that
+        # runs into the host's memory cap still ends as out-of-memory, not as this error
+        # (tests/python/tests/hostile.rs).
         raise _fail(True, error_message(e)) from None
     return (action or Action.done()).wit()
 

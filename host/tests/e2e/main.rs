@@ -22,5 +22,6 @@ mod describe;
 mod events;
 mod fairness;
 mod ops;
+mod python;
 mod reload;
 mod run;

@@ -54,7 +54,44 @@ static BUILDS: Mutex<()> = Mutex::new(());
 /// When the plugin does not exist or does not build; the build command's output (which says
 /// to run `./dev setup` when componentize-py is missing) is on stderr.
 pub fn component(name: &str) -> PathBuf {
-    let dir = workspace().join("plugins/python").join(name);
+    build(&workspace().join("plugins/python").join(name), name)
+}
+
+/// The hostile Python test plugin (`tests/python/hostile`), built like [`component`]: one
+/// component whose reconcile attacks the host in the way the target object's name says.
+///
+/// # Panics
+/// As [`component`].
+pub fn hostile() -> PathBuf {
+    build(&workspace().join("tests/python/hostile"), "hostile")
+}
+
+/// A changed build of `plugins/python/<name>` (a one-module plugin), as a plugin author's
+/// next version: its `app.py` with `edit` applied, written to `<out_dir>/variants/<variant>/`
+/// and built into `<out_dir>/<variant>.wasm` (skipped when the result is unchanged).
+///
+/// # Panics
+/// When the plugin does not exist, `edit` changes nothing, or the variant does not build.
+pub fn variant(name: &str, variant: &str, edit: impl FnOnce(&str) -> String) -> PathBuf {
+    let from = workspace().join("plugins/python").join(name);
+    let app = std::fs::read_to_string(from.join("app.py"))
+        .unwrap_or_else(|e| panic!("cannot read {}/app.py: {e}", from.display()));
+    let edited = edit(&app);
+    assert_ne!(
+        edited, app,
+        "the variant {variant} of {name} changes nothing"
+    );
+    let dir = out_dir().join("variants").join(variant);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    std::fs::write(dir.join("app.py"), edited)
+        .unwrap_or_else(|e| panic!("cannot write {}/app.py: {e}", dir.display()));
+    build(&dir, variant)
+}
+
+/// Builds the Python plugin in `dir` into `<out_dir>/<name>.wasm` (skipped when unchanged).
+fn build(dir: &Path, name: &str) -> PathBuf {
     assert!(
         dir.join("app.py").is_file(),
         "no Python plugin `{name}`: {} has no app.py",
@@ -67,7 +104,7 @@ pub fn component(name: &str) -> PathBuf {
     let build = workspace().join("guest-sdk/python/build");
     let status = Command::new("python3")
         .arg(&build)
-        .arg(&dir)
+        .arg(dir)
         .arg("-o")
         .arg(&out)
         .status()
@@ -75,7 +112,8 @@ pub fn component(name: &str) -> PathBuf {
     assert!(
         status.success(),
         "building the Python plugin {} failed ({status}); the build's output is above. \
-         Reproduce with: guest-sdk/python/build plugins/python/{name} -o {}",
+         Reproduce with: guest-sdk/python/build {} -o {}",
+        dir.display(),
         dir.display(),
         out.display()
     );

@@ -196,7 +196,18 @@ async fn service_account_kubeconfig(
         .dir
         .join("users")
         .join(format!("sa-{namespace}-{name}.kubeconfig"));
-    tokio::fs::write(&path, kubeconfig.to_string())
+    // Every test that starts a host as this account rewrites this one file while the hosts of
+    // other tests may be reading it: written in place, a host could read it truncated ("failed
+    // to determine current context", seen 2026-12-01). Written aside and renamed over it, a
+    // reader sees the old file or the new one, each whole (the tokens of both are valid).
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = path.with_extension(format!("kubeconfig.{}.{write}.tmp", std::process::id()));
+    let written = async {
+        tokio::fs::write(&partial, kubeconfig.to_string()).await?;
+        tokio::fs::rename(&partial, &path).await
+    };
+    written
         .await
         .map_err(|source| IdentityError::WriteKubeconfig {
             path: path.clone(),
