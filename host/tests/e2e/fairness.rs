@@ -18,10 +18,11 @@ use crate::harness::{
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use wasmop_core::plugin::text::is_unsafe;
 use wasmop_testenv::TestEnv;
+
+use crate::database::{DATABASE_CRD, apply_database, apply_database_on, databases, ready};
 
 /// Creates the Target `name`, for the plugin `plugin` (its primary selector) or for none.
 async fn create_target(env: &TestEnv, name: &str, plugin: Option<&str>) {
@@ -380,36 +381,6 @@ async fn plugin_text_is_one_escaped_line_per_log_call_in_text_and_json_logs() {
     }
 }
 
-const DATABASE_CRD: &str = include_str!("../../../plugins/rust/database-config/crd.yaml");
-
-fn databases(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Database"),
-        "databases",
-    );
-    Api::namespaced_with(env.client(), env.namespace(), &ar)
-}
-
-async fn apply_database(env: &TestEnv, name: &str, port: u16) {
-    env.apply_yaml(&format!(
-        "apiVersion: demo.wasmop.dev/v1\nkind: Database\nmetadata:\n  name: {name}\n\
-         spec:\n  engine: postgres\n  host: db.internal\n  port: {port}\n  replicas: 1\n"
-    ))
-    .await
-    .expect("Database applied");
-}
-
-/// Whether the Database is Ready for its current generation.
-fn ready(o: &DynamicObject) -> bool {
-    let status = &o.data["status"];
-    let ready = status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True");
-    ready && status["observedGeneration"].as_i64() == o.metadata.generation
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ordinary_convergence_never_waits_for_the_rate_limit() {
     let env = TestEnv::start().await.unwrap();
@@ -420,11 +391,11 @@ async fn an_ordinary_convergence_never_waits_for_the_rate_limit() {
     // ConfigMap and status echoing back, and the follow-up edits.
     const N: u16 = 50;
     for i in 0..N {
-        apply_database(&env, &format!("db-{i}"), 5432).await;
+        apply_database(&env, &format!("db-{i}"), "db.internal").await;
     }
     for port in [5433, 5434] {
         for i in 0..N {
-            apply_database(&env, &format!("db-{i}"), port).await;
+            apply_database_on(&env, &format!("db-{i}"), "db.internal", port).await;
         }
     }
     let api = databases(&env);

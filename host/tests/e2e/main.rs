@@ -18,6 +18,7 @@ mod harness;
 
 mod boundary;
 mod contract;
+mod database;
 mod describe;
 mod events;
 mod fairness;

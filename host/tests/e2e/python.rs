@@ -15,78 +15,14 @@
 use std::path::Path;
 
 use crate::harness::{Host, PATIENCE, confined, message, test_kinds};
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, ListParams};
 use wasmop_testenv::TestEnv;
 
-/// The Rust and the Python plugin reconcile the same CRD.
-const DATABASE_CRD: &str = include_str!("../../../plugins/rust/database-config/crd.yaml");
+use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
 
 /// Databases the plugin converges.
 const DATABASES: usize = 5;
-
-fn databases(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Database"),
-        "databases",
-    );
-    Api::namespaced_with(env.client(), env.namespace(), &ar)
-}
-
-async fn apply_database(env: &TestEnv, name: &str, host: &str) {
-    env.apply_yaml(&format!(
-        "apiVersion: demo.wasmop.dev/v1\nkind: Database\nmetadata:\n  name: {name}\n\
-         spec:\n  engine: postgres\n  host: {host}\n  port: 5432\n  replicas: 1\n"
-    ))
-    .await
-    .expect("Database applied");
-}
-
-/// Waits until the Database is Ready for its current generation, and returns that generation.
-async fn wait_ready(env: &TestEnv, name: &str) -> i64 {
-    let db = wasmop_testenv::wait_for_dyn(
-        &databases(env),
-        name,
-        "to be Ready for its generation",
-        PATIENCE,
-        |o| {
-            o.is_some_and(|o| {
-                let status = &o.data["status"];
-                let ready = status["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                ready && status["observedGeneration"].as_i64() == o.metadata.generation
-            })
-        },
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    db.metadata.generation.unwrap()
-}
-
-/// Waits until `<name>-config` has `key: value` in its data, and returns it.
-async fn wait_config(env: &TestEnv, name: &str, key: &str, value: &str) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    env.wait_for(
-        &api,
-        &format!("{name}-config"),
-        &format!("to say {key}: {value}"),
-        PATIENCE,
-        |cm| {
-            cm.and_then(|c| c.data.as_ref())
-                .and_then(|d| d.get(key))
-                .is_some_and(|v| v == value)
-        },
-    )
-    .await
-    .unwrap()
-    .unwrap()
-}
 
 /// Removes the artefacts in the host's cache directory `cache` of every component but
 /// `keep` (each is ~40 MB; an earlier build of the plugin leaves one behind).

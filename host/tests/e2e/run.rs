@@ -11,10 +11,11 @@ use crate::harness::{
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use wasmop_testenv::TestEnv;
+
+use crate::database::{DATABASE_CRD, apply_database, databases, wait_config, wait_ready};
 
 async fn create_target(env: &TestEnv, name: &str, value: &str) {
     env.apply_yaml(&format!(
@@ -427,66 +428,6 @@ async fn requeue_after_from_the_plugin_is_honoured() {
 /// had not discovered yet when the child appeared (see the test that uses it).
 const GC_PATIENCE: Duration = Duration::from_secs(360);
 
-const DATABASE_CRD: &str = include_str!("../../../plugins/rust/database-config/crd.yaml");
-
-fn databases(env: &TestEnv) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("demo.wasmop.dev", "v1", "Database"),
-        "databases",
-    );
-    Api::namespaced_with(env.client(), env.namespace(), &ar)
-}
-
-async fn apply_database(env: &TestEnv, name: &str, host: &str) {
-    env.apply_yaml(&format!(
-        "apiVersion: demo.wasmop.dev/v1\nkind: Database\nmetadata:\n  name: {name}\n\
-         spec:\n  engine: postgres\n  host: {host}\n  port: 5432\n  replicas: 1\n"
-    ))
-    .await
-    .expect("Database applied");
-}
-
-/// Waits until the Database is Ready for its current generation, and returns that generation.
-async fn wait_ready(env: &TestEnv, name: &str) -> i64 {
-    let api = databases(env);
-    let db = wasmop_testenv::wait_for_dyn(
-        &api,
-        name,
-        "to be Ready for its generation",
-        PATIENCE,
-        |o| {
-            o.is_some_and(|o| {
-                let status = &o.data["status"];
-                let ready = status["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                ready && status["observedGeneration"].as_i64() == o.metadata.generation
-            })
-        },
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    db.metadata.generation.unwrap()
-}
-
-async fn wait_config_host(env: &TestEnv, name: &str, host: &str) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    let want = host.to_owned();
-    env.wait_for(
-        &api,
-        &format!("{name}-config"),
-        &format!("to say host {host}"),
-        PATIENCE,
-        |cm| cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get("host")) == Some(&want),
-    )
-    .await
-    .unwrap()
-    .unwrap()
-}
-
 /// The API server's answer to applying `yaml`: `Ok` or the API error's message.
 async fn try_apply(env: &TestEnv, yaml: &str) -> Result<(), String> {
     env.apply_yaml(yaml).await.map(drop).map_err(|e| match e {
@@ -622,7 +563,7 @@ async fn database_config_creates_updates_and_garbage_collects_its_configmap() {
     )
     .await;
     apply_database(&env, "orders", "db-1.internal").await;
-    let cm = wait_config_host(&env, "orders", "db-1.internal").await;
+    let cm = wait_config(&env, "orders", "host", "db-1.internal").await;
     let owner = &cm.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.name.as_str(), owner.controller),
@@ -642,7 +583,7 @@ async fn database_config_creates_updates_and_garbage_collects_its_configmap() {
     );
 
     apply_database(&env, "orders", "db-2.internal").await;
-    wait_config_host(&env, "orders", "db-2.internal").await;
+    wait_config(&env, "orders", "host", "db-2.internal").await;
     assert_eq!(wait_ready(&env, "orders").await, 2);
 
     databases(&env)
@@ -698,7 +639,7 @@ async fn status_only_change_does_not_rerun_the_plugin() {
     // status change (earlier in the same watch stream) has been seen and filtered.
     apply_database(&env, "b", "b.internal").await;
     wait_ready(&env, "b").await;
-    wait_config_host(&env, "b", "b.internal").await;
+    wait_config(&env, "b", "host", "b.internal").await;
     let a = databases(&env).get("a").await.unwrap();
     assert_eq!(
         a.data["status"]["observedGeneration"], 99,
