@@ -25,27 +25,14 @@ use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
 const DATABASES: usize = 5;
 
 /// Removes the artefacts in the host's cache directory `cache` of every component but
-/// `keep` (each is ~40 MB; an earlier build of the plugin leaves one behind).
+/// `keep`.
 fn prune(cache: &Path, keep: &[&Path]) {
     let keep: Vec<String> = keep
         .iter()
         .map(|path| wasmop_core::Digest::of(&std::fs::read(path).unwrap()).to_string())
         .collect();
-    let Ok(engines) = std::fs::read_dir(cache) else {
-        return;
-    };
-    for engine in engines.flatten() {
-        let Ok(entries) = std::fs::read_dir(engine.path()) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if !keep.iter().any(|digest| name.starts_with(digest.as_str())) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
+    wasmop_python_plugins::prune_artefacts(cache, &keep);
 }
 
 /// Puts the component at `from` into the plugin directory as `database-config.wasm` at once

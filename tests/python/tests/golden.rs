@@ -48,27 +48,8 @@ fn load_cached(
         };
         Harness::load_on(&rt, component, options).await
     })?;
-    prune(cache, &harness.plugin().digest().to_string());
+    wasmop_python_plugins::prune_artefacts(cache, &[&harness.plugin().digest().to_string()]);
     Ok(harness)
-}
-
-/// Removes the artefacts of earlier builds of the plugin (each is ~40 MB), keeping the one
-/// named by `digest`.
-fn prune(cache: &Path, digest: &str) {
-    let Ok(engines) = std::fs::read_dir(cache) else {
-        return;
-    };
-    for engine in engines.flatten() {
-        let Ok(entries) = std::fs::read_dir(engine.path()) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if !name.to_string_lossy().starts_with(digest) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
 }
 
 /// The artefact cache of the plugin `name`.

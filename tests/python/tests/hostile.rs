@@ -148,25 +148,6 @@ async fn load(rt: &Runtime, component: &Path) -> Plugin {
         .unwrap_or_else(|e| panic!("{} loads: {e}", component.display()))
 }
 
-/// Removes the artefacts of earlier builds (each is ~40 MB), keeping those named by `keep`.
-fn prune(cache: &Path, keep: &[String]) {
-    let Ok(engines) = std::fs::read_dir(cache) else {
-        return;
-    };
-    for engine in engines.flatten() {
-        let Ok(entries) = std::fs::read_dir(engine.path()) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if !keep.iter().any(|digest| name.starts_with(digest.as_str())) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-}
-
 fn seeded(object: &Value) -> Arc<MemoryCluster> {
     let cluster = Arc::new(MemoryCluster::new());
     cluster.seed(vec![object.clone()]).expect("seed");
@@ -219,9 +200,9 @@ async fn hostile_python_plugins_end_in_their_typed_outcomes_beside_a_healthy_pyt
     let rt = runtime(&cache);
     let hostile = load(&rt, &hostile_wasm).await;
     let healthy = load(&rt, &healthy_wasm).await;
-    prune(
+    wasmop_python_plugins::prune_artefacts(
         &cache,
-        &[hostile.digest().to_string(), healthy.digest().to_string()],
+        &[&hostile.digest().to_string(), &healthy.digest().to_string()],
     );
 
     let attacks: Vec<_> = ATTACKS
