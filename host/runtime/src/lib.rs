@@ -24,6 +24,7 @@ mod contract;
 mod describe;
 mod dispatch;
 mod engine;
+mod heap;
 mod hostcalls;
 mod lane;
 mod loader;

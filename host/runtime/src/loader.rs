@@ -5,7 +5,7 @@
 //! starts in the background ([`super::tiered`]).
 
 mod contract;
-mod image;
+pub(crate) mod image;
 
 pub use self::contract::ContractVersion;
 pub(crate) use self::contract::WIT_0_1;
@@ -21,6 +21,7 @@ use wasmtime::component::Component;
 use super::call::PluginShared;
 use super::contract::PluginPre;
 use super::describe::{DeclarationError, describe};
+use super::heap;
 use super::outcome::Outcome;
 use super::tiered::{Code, CodeCell, promote_later};
 use super::wasi::WasiPool;
@@ -148,6 +149,10 @@ pub struct LoadStats {
     /// artefact (Cranelift's code replaces it later: [`super::Plugin::compiler`] tells which
     /// runs now), otherwise the runtime's compiler.
     pub compiler: Compiler,
+    /// Whether the code runs from a mapped artefact file (the cache's or the precompiled
+    /// directory's, including one this load just compiled and stored) rather than from
+    /// anonymous memory: its pages are the page cache's, shared, and dropped when idle.
+    pub mapped: bool,
 }
 
 fn compile(
@@ -166,6 +171,7 @@ fn compile(
             from_cache: true,
             precompiled: false,
             compiler: inner.config.compiler,
+            mapped: true,
         };
         return Ok((component, stats));
     }
@@ -183,6 +189,7 @@ fn compile(
             from_cache: true,
             precompiled: true,
             compiler: inner.config.compiler,
+            mapped: true,
         };
         return Ok((component, stats));
     }
@@ -193,12 +200,14 @@ fn compile(
     if let Some(baseline) = inner.tiering.baseline(&inner.config) {
         match Component::new(&baseline.engine, bytes) {
             Ok(component) => {
+                heap::trim();
                 let stats = LoadStats {
                     size: bytes.len(),
                     compile_time: started.elapsed(),
                     from_cache: false,
                     precompiled: false,
                     compiler: Compiler::Winch,
+                    mapped: false,
                 };
                 return Ok((component, stats));
             }
@@ -209,17 +218,18 @@ fn compile(
     }
     let component = Component::new(&inner.engine, bytes).map_err(LoadError::Compile)?;
     let compile_time = started.elapsed();
-    if let Some(cache) = &inner.cache
-        && let Err(e) = cache.store(digest, &component)
-    {
-        tracing::warn!(error = %wasmop_core::chain(&e), "cannot cache the compiled plugin; it will be compiled again next time");
-    }
+    let (component, mapped) = match &inner.cache {
+        Some(cache) => cache.store_and_map(&inner.engine, digest, component),
+        None => (component, false),
+    };
+    heap::trim();
     let stats = LoadStats {
         size: bytes.len(),
         compile_time,
         from_cache: false,
         precompiled: false,
         compiler: inner.config.compiler,
+        mapped,
     };
     Ok((component, stats))
 }
@@ -281,7 +291,7 @@ pub(crate) async fn load(
         .map_err(LoadError::ImportMismatch)?;
     let pre = PluginPre::new(contract, instance_pre).map_err(LoadError::MissingExports)?;
     let info = describe(runtime, engine, &pre, &limits).await?;
-    if stats.from_cache {
+    if stats.mapped {
         // Mapped from an artefact file: what loading and `describe` touched need not stay
         // resident (see `image`).
         image::release(&component);

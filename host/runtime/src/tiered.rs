@@ -245,12 +245,15 @@ async fn promote(
         let started = Instant::now();
         let component = Component::new(&rt.inner.engine, bytes.as_slice())?;
         let took = started.elapsed();
-        if let Some(cache) = &rt.inner.cache
-            && let Err(e) = cache.store(&digest, &component)
-        {
-            tracing::warn!(error = %wasmop_core::chain(&e), "cannot cache the compiled plugin; it will be compiled again next time");
-        }
+        let (component, mapped) = match &rt.inner.cache {
+            Some(cache) => cache.store_and_map(&rt.inner.engine, &digest, component),
+            None => (component, false),
+        };
+        super::heap::trim();
         let pre = PluginPre::new(contract, rt.inner.linker.instantiate_pre(&component)?)?;
+        if mapped {
+            super::loader::image::release(&component);
+        }
         Ok::<_, wasmtime::Error>((pre, took))
     })
     .await;

@@ -15,7 +15,7 @@ use wasmtime::component::Component;
 /// it. Only for a component deserialized from a file (`Component::deserialize_file`): the
 /// image of a component compiled in this process is anonymous memory, which `MADV_DONTNEED`
 /// would zero. Advice the kernel refuses is logged and changes nothing.
-pub(super) fn release(component: &Component) {
+pub(crate) fn release(component: &Component) {
     #[cfg(target_os = "linux")]
     {
         use rustix::mm::{Advice, madvise};

@@ -22,9 +22,21 @@ async fn artefact_cache_hits_misses_and_rebuilds_corrupt_entries() {
     };
     let first = load(&cached_runtime(), "well-behaved").await;
     assert!(!first.load_stats().from_cache, "first load compiles");
+    assert!(
+        first.load_stats().mapped,
+        "a version compiled with a cache runs from the artefact it stored, mapped"
+    );
+    healthy_call(&first, "compiled", "6").await;
     let second = load(&cached_runtime(), "well-behaved").await;
     assert!(second.load_stats().from_cache, "second load hits the cache");
+    assert!(second.load_stats().mapped);
     healthy_call(&second, "cached", "7").await;
+    let uncached = load(&runtime(), "well-behaved").await;
+    assert!(
+        !uncached.load_stats().mapped,
+        "without a cache the compiled code stays in memory"
+    );
+    healthy_call(&uncached, "uncached", "5").await;
 
     // Corrupt every artefact: flip bytes in the middle.
     let mut corrupted = 0;
