@@ -125,7 +125,7 @@ fn a_panic_in_a_go_plugin_is_a_retryable_error_with_its_message_and_frames() {
         "{message}"
     );
     assert!(
-        message.contains("wasmop.dev/tests/panicky/plugin.go:")
+        message.contains("wasmop.dev/tests/panicky@v0.0.0/plugin.go:")
             && message.contains("panicky.explode")
             && message.contains("panicky.Panicky.Reconcile"),
         "{message}"
