@@ -127,3 +127,24 @@ pub fn tools() -> Vec<PathBuf> {
 pub fn panicky() -> PathBuf {
     build(&workspace().join("tests/go/panicky"), "panicky")
 }
+
+/// Removes the compiled artefacts in the artefact cache `cache` of every component whose
+/// digest is not in `keep`: each Go component's artefact is ~10 MB, and every earlier build
+/// of a plugin leaves one behind in the tests' caches.
+pub fn prune_artefacts(cache: &Path, keep: &[&str]) {
+    let Ok(engines) = std::fs::read_dir(cache) else {
+        return;
+    };
+    for engine in engines.flatten() {
+        let Ok(entries) = std::fs::read_dir(engine.path()) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !keep.iter().any(|digest| name.starts_with(digest)) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}

@@ -47,6 +47,7 @@ fn load_cached(
         };
         Harness::load_on(&rt, component, options).await
     })?;
+    wasmop_go_plugins::prune_artefacts(cache, &[&harness.plugin().digest().to_string()]);
     Ok(harness)
 }
 
