@@ -1,8 +1,8 @@
 //! The Go SDK's own checks, run natively by `cargo test -p wasmop-go-plugins` (so by
 //! `./dev test`): `go vet` and `go test` of the SDK (`guest-sdk/go`: its unit tests run
-//! reconcilers over a fake host), of every Go plugin and of the test plugin; and the test of
-//! the alignment fix in the copy of wit-bindgen's Go runtime package that `./dev setup`
-//! patched (`guest-sdk/go/witpatch/allocate_test.go`).
+//! reconcilers over a fake host) and of every Go plugin, `go vet` of the test plugin; and
+//! the test of the alignment fix in the copy of wit-bindgen's Go runtime package that
+//! `./dev setup` patched (`guest-sdk/go/witpatch/allocate_test.go`).
 
 use std::path::Path;
 use std::process::Command;
@@ -38,10 +38,12 @@ fn the_go_sdk_vets_and_passes_its_unit_tests() {
 }
 
 #[test]
-fn every_go_plugin_and_the_test_plugin_vet() {
+fn every_go_plugin_vets_and_passes_its_tests_and_the_test_plugin_vets() {
     let root = wasmop_go_plugins::workspace();
     for name in wasmop_go_plugins::names() {
-        go(&root.join("plugins/go").join(name), &["vet", "./..."]);
+        let dir = root.join("plugins/go").join(name);
+        go(&dir, &["vet", "./..."]);
+        go(&dir, &["test", "-count=1", "./..."]);
     }
     go(&root.join("tests/go/panicky"), &["vet", "./..."]);
 }
