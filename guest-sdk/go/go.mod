@@ -1,0 +1,3 @@
+module wasmop.dev/wasmop
+
+go 1.25

@@ -1,0 +1,248 @@
+package wasmop
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// fakeHost records writes and answers reads from a map of JSON objects by "ns/name".
+type fakeHost struct {
+	objects map[string]string
+	writes  []string
+	logs    []string
+	config  string
+	fail    *HostError
+}
+
+func (h *fakeHost) Get(ref Ref) (string, error) {
+	if h.fail != nil {
+		return "", h.fail
+	}
+	if o, ok := h.objects[ref.Namespace+"/"+ref.Name]; ok {
+		return o, nil
+	}
+	return "", &HostError{Reason: ReasonNotFound, Message: "no such object"}
+}
+func (h *fakeHost) List(Kind, string, string) ([]string, error)      { return nil, nil }
+func (h *fakeHost) ListOwned(Kind, string, string) ([]string, error) { return nil, nil }
+func (h *fakeHost) Create(o string) (string, error)                  { return h.Apply(o) }
+func (h *fakeHost) Apply(o string) (string, error) {
+	if h.fail != nil {
+		return "", h.fail
+	}
+	h.writes = append(h.writes, "apply "+o)
+	return o, nil
+}
+func (h *fakeHost) Patch(ref Ref, t PatchType, body, rv string) (string, error) {
+	h.writes = append(h.writes, fmt.Sprintf("patch %s %d %s %q", ref, t, body, rv))
+	return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`, nil
+}
+func (h *fakeHost) PatchStatus(ref Ref, t PatchType, body, rv string) (string, error) {
+	return h.Patch(ref, t, body, rv)
+}
+func (h *fakeHost) Delete(ref Ref, o DeleteOptions) error {
+	h.writes = append(h.writes, "delete "+ref.String())
+	return nil
+}
+func (h *fakeHost) Emit(ref Ref, e Event) error {
+	h.writes = append(h.writes, "event "+ref.String()+" "+e.Reason)
+	return nil
+}
+func (h *fakeHost) Log(l Level, m string) { h.logs = append(h.logs, m) }
+func (h *fakeHost) Config() string {
+	if h.config == "" {
+		return "{}"
+	}
+	return h.config
+}
+
+type spec struct {
+	Engine string `json:"engine"`
+	Port   int    `json:"port"`
+	Note   string `json:"note,omitempty"`
+}
+
+type db struct {
+	TypeMeta
+	ObjectMeta `json:"metadata"`
+	Spec       spec `json:"spec"`
+}
+
+const orders = `{"apiVersion":"demo.wasmop.dev/v1","kind":"Database","metadata":{"name":"orders","namespace":"shop","uid":"u-1","generation":3,"resourceVersion":"7"},"spec":{"engine":"postgres","port":5432}}`
+
+func TestDecodeNamesAMissingRequiredFieldAsTheRustSDKDoes(t *testing.T) {
+	raw, err := parseRaw(`{"apiVersion":"demo.wasmop.dev/v1","kind":"Database","metadata":{"name":"orders","namespace":"shop"},"spec":{"engine":"postgres"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d db
+	err = raw.Decode(&d)
+	want := "cannot decode Database shop/orders from the host as demo.wasmop.dev/v1/Database: missing field `port`"
+	var de *DecodeError
+	if !errors.As(err, &de) || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	if retryable, _ := verdict(err); retryable {
+		t.Fatal("a decode error must be permanent")
+	}
+}
+
+func TestDecodeChecksTypesAndOptionalFields(t *testing.T) {
+	var s spec
+	if err := decode([]byte(`{"engine":"pg","port":1}`), &s, false); err != nil || s.Port != 1 {
+		t.Fatalf("optional note: %v %+v", err, s)
+	}
+	err := decode([]byte(`{"engine":"pg","port":"x"}`), &s, false)
+	if err == nil || err.Error() != "invalid type: string, expected int at `port`" {
+		t.Fatalf("got %v", err)
+	}
+	err = decode([]byte(`{"engine":"pg","port":1,"zz":1,"extra":2}`), &s, true)
+	if err == nil || err.Error() != "unknown field `extra`, expected one of `engine`, `port`, `note`" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestConfigRefusesUnknownKeysAsPermanent(t *testing.T) {
+	ctx := NewContext(&fakeHost{config: `{"prefx":"a"}`}, Ref{})
+	var cfg struct {
+		Prefix string `json:"prefix,omitempty"`
+	}
+	err := ctx.Config(&cfg)
+	if err == nil || !strings.HasPrefix(err.Error(), "invalid plugin configuration: unknown field `prefx`, expected `prefix`") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestKubeErrorsAreTestableAndNameTheCall(t *testing.T) {
+	h := &fakeHost{objects: map[string]string{}}
+	ctx := NewContext(h, Ref{})
+	var cm ConfigMap
+	err := ctx.Get(ConfigMapKind, "shop", "missing", &cm)
+	if !IsNotFound(err) || IsConflict(err) {
+		t.Fatalf("want not-found, got %v", err)
+	}
+	if err.Error() != "get ConfigMap shop/missing: not found: no such object" {
+		t.Fatalf("message: %s", err)
+	}
+	h.fail = &HostError{Reason: ReasonDenied, Message: "not granted"}
+	_, err = ctx.Apply(&ConfigMap{ObjectMeta: ObjectMeta{Name: "x", Namespace: "shop"}})
+	if !IsDenied(err) {
+		t.Fatalf("want denied, got %v", err)
+	}
+	if retryable, msg := verdict(fmt.Errorf("wrapped: %w", err)); retryable || msg != "wrapped: apply ConfigMap shop/x: denied by the wasmop policy: not granted" {
+		t.Fatalf("denied must be permanent: %v %s", retryable, msg)
+	}
+	h.fail = &HostError{Reason: ReasonConflict, Message: "modified"}
+	_, err = ctx.Apply(&ConfigMap{ObjectMeta: ObjectMeta{Name: "x", Namespace: "shop"}})
+	if retryable, _ := verdict(err); !IsConflict(err) || !retryable {
+		t.Fatalf("conflict must be retryable: %v", err)
+	}
+	if _, err := NamespaceKind.Ref("shop", "x"); err == nil {
+		t.Fatal("a cluster-scoped kind with a namespace must be refused")
+	}
+}
+
+func TestApplyFillsTheKindAndOwnedMetaPointsAtTheOwner(t *testing.T) {
+	h := &fakeHost{}
+	var owner db
+	raw, _ := parseRaw(orders)
+	if err := raw.Decode(&owner); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := OwnedMeta(&owner, "orders-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewContext(h, Ref{}).Apply(&ConfigMap{ObjectMeta: meta, Data: map[string]string{"a": "<b>"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `apply {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"orders-config","namespace":"shop","ownerReferences":[{"apiVersion":"demo.wasmop.dev/v1","kind":"Database","name":"orders","uid":"u-1","controller":true,"blockOwnerDeletion":true}]},"data":{"a":"<b>"}}`
+	if len(h.writes) != 1 || h.writes[0] != want {
+		t.Fatalf("got %v", h.writes)
+	}
+	var cm ConfigMap
+	if err := (RawObject{raw: []byte(want[6:])}).Decode(&cm); err != nil || !IsControlledBy(&cm, &owner) {
+		t.Fatalf("controlled: %v", err)
+	}
+	owner.UID = ""
+	if _, err := OwnerReferenceTo(&owner); err == nil {
+		t.Fatal("an owner without a uid must be refused")
+	}
+}
+
+func TestSetConditionKeepsTheTransitionTimeWhileTheStatusHolds(t *testing.T) {
+	conditions := []Condition{{Type: "Ready", Status: ConditionTrue, LastTransitionTime: "2024-01-01T00:00:00Z", Reason: "A", ObservedGeneration: 1}}
+	if !SetCondition(&conditions, NewCondition("Ready", true, "A", "", 2)) {
+		t.Fatal("a new generation is a change")
+	}
+	if conditions[0].LastTransitionTime != "2024-01-01T00:00:00Z" || conditions[0].ObservedGeneration != 2 {
+		t.Fatalf("got %+v", conditions[0])
+	}
+	if SetCondition(&conditions, NewCondition("Ready", true, "A", "", 2)) {
+		t.Fatal("the same condition again is no change")
+	}
+	if !SetCondition(&conditions, NewCondition("Ready", false, "B", "", 2)) || conditions[0].LastTransitionTime == "2024-01-01T00:00:00Z" {
+		t.Fatalf("a status change moves the time: %+v", conditions[0])
+	}
+	if !SetCondition(&conditions, NewCondition("Synced", true, "C", "", 2)) || len(conditions) != 2 || !IsConditionTrue(conditions, "Synced") {
+		t.Fatalf("a new type is appended: %+v", conditions)
+	}
+}
+
+type panicky struct{ NoCleanup[*db] }
+
+func (panicky) Describe() Info {
+	return NewInfo("panicky", "0.1.0", Kind{Group: "demo.wasmop.dev", Version: "v1", Kind: "Database", Namespaced: true})
+}
+func (panicky) Reconcile(ctx *Context, d *db) (Action, error) {
+	switch d.Spec.Engine {
+	case "panic":
+		var m map[string]int
+		m["x"] = 1 // a runtime error: assignment to entry in nil map
+	case "fail":
+		return Done(), Permanent("bad engine %s", d.Spec.Engine)
+	case "plain":
+		return Done(), errors.New("some error")
+	}
+	return RequeueAfter(-5), nil
+}
+
+func serve(t *testing.T, engine string) (Action, *ReconcileError) {
+	t.Helper()
+	registered = nil
+	Register[*db](panicky{})
+	obj := strings.Replace(orders, "postgres", engine, 1)
+	return Serve(&fakeHost{}, false, Ref{}, obj)
+}
+
+func TestAPanicInReconcileIsARetryableErrorWithItsMessageAndFrames(t *testing.T) {
+	_, failure := serve(t, "panic")
+	if failure == nil || !failure.Retryable {
+		t.Fatalf("want a retryable failure, got %+v", failure)
+	}
+	if !strings.HasPrefix(failure.Message, "panic: assignment to entry in nil map\ngoroutine (innermost ") {
+		t.Fatalf("message: %s", failure.Message)
+	}
+	if !strings.Contains(failure.Message, "sdk_test.go:") || !strings.Contains(failure.Message, "panicky.Reconcile") {
+		t.Fatalf("the frames must name the plugin's code: %s", failure.Message)
+	}
+}
+
+func TestReconcileErrorsGetTheirVerdict(t *testing.T) {
+	if _, f := serve(t, "fail"); f == nil || f.Retryable || f.Message != "bad engine fail" {
+		t.Fatalf("permanent: %+v", f)
+	}
+	if _, f := serve(t, "plain"); f == nil || !f.Retryable || f.Message != "some error" {
+		t.Fatalf("a plain error is retryable: %+v", f)
+	}
+	a, f := serve(t, "postgres")
+	if d, ok := a.Requeue(); f != nil || !ok || d != 0 {
+		t.Fatalf("a negative delay is 0: %v %v %+v", d, ok, f)
+	}
+	registered = nil
+	if _, err := Described(); err == nil {
+		t.Fatal("no reconciler registered must be an error")
+	}
+}
