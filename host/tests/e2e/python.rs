@@ -220,3 +220,28 @@ async fn hostile_python_plugin_is_reported_on_its_targets_while_a_python_plugin_
     assert_eq!(wait_ready(&env, "db-0").await, 2);
     host.stop().await;
 }
+
+/// The other two Python example plugins on the real control plane, in one host (each first
+/// load is a cold compile): `namespace-defaults` and `configmap-mirror` do on the cluster what
+/// their Rust twins' end-to-end tests check (`run.rs`, the same scenario functions), with
+/// the same settings and grants.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_namespace_defaults_and_configmap_mirror_do_what_their_rust_twins_do() {
+    let defaults = wasmop_python_plugins::component("namespace-defaults");
+    let mirror = wasmop_python_plugins::component("configmap-mirror");
+    let cache = wasmop_python_plugins::out_dir().join("artefacts/e2e-twins");
+    prune(&cache, &[&defaults, &mirror]);
+    let env = TestEnv::start().await.unwrap();
+    let config = format!(
+        "cacheDirectory: {}\nresyncPeriod: 0s\nplugins:\n{}{}",
+        cache.display(),
+        crate::run::namespace_defaults_settings(&env),
+        crate::run::configmap_mirror_settings(&env),
+    );
+    let host = Host::start(&env, &[], &config).await;
+    put_as(host.plugin_dir(), "namespace-defaults.wasm", &defaults).await;
+    put_as(host.plugin_dir(), "configmap-mirror.wasm", &mirror).await;
+    crate::run::namespace_defaults_gives_its_defaults(&env).await;
+    crate::run::configmap_mirror_copies_and_cleans_up(&env).await;
+    host.stop().await;
+}

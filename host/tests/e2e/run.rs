@@ -670,25 +670,33 @@ where
     api
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
-    let env = TestEnv::start().await.unwrap();
-    let target = format!("{}-defaults", env.namespace());
-    let host = Host::start(
-        &env,
-        &["namespace-defaults"],
-        &format!("resyncPeriod: 0s\nplugins:\n  namespace-defaults:\n    namespaces: [{target}]\n"),
+/// The namespace namespace-defaults is confined to in `env`'s test.
+pub(crate) fn defaults_namespace(env: &TestEnv) -> String {
+    format!("{}-defaults", env.namespace())
+}
+
+/// The `plugins:` entry that confines namespace-defaults to [`defaults_namespace`].
+pub(crate) fn namespace_defaults_settings(env: &TestEnv) -> String {
+    format!(
+        "  namespace-defaults:\n    namespaces: [{}]\n",
+        defaults_namespace(env)
     )
-    .await;
+}
+
+/// What namespace-defaults does, seen on the cluster (the Rust plugin and its Python twin
+/// alike): a labelled namespace gets its ResourceQuota, LimitRange and NetworkPolicy, and an
+/// owned object deleted by hand comes back. Removes the namespace at the end.
+pub(crate) async fn namespace_defaults_gives_its_defaults(env: &TestEnv) {
+    let target = defaults_namespace(env);
     env.apply_yaml(&format!(
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {target}\n  labels:\n    demo.wasmop.dev/defaults: enabled\n"
     ))
     .await
     .unwrap();
     let quotas =
-        wait_defaults_object::<k8s_openapi::api::core::v1::ResourceQuota>(&env, &target).await;
-    wait_defaults_object::<k8s_openapi::api::core::v1::LimitRange>(&env, &target).await;
-    wait_defaults_object::<k8s_openapi::api::networking::v1::NetworkPolicy>(&env, &target).await;
+        wait_defaults_object::<k8s_openapi::api::core::v1::ResourceQuota>(env, &target).await;
+    wait_defaults_object::<k8s_openapi::api::core::v1::LimitRange>(env, &target).await;
+    wait_defaults_object::<k8s_openapi::api::networking::v1::NetworkPolicy>(env, &target).await;
     // An owned object deleted by hand comes back.
     quotas
         .delete("namespace-defaults", &DeleteParams::default())
@@ -703,7 +711,6 @@ async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
     )
     .await
     .unwrap();
-    host.stop().await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
     namespaces
         .delete(&target, &DeleteParams::default())
@@ -712,16 +719,43 @@ async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn configmap_mirror_copies_and_its_finalizer_cleans_up() {
+async fn namespace_defaults_gives_a_labelled_namespace_its_defaults() {
     let env = TestEnv::start().await.unwrap();
-    let target = format!("{}-mirror", env.namespace());
-    let selector = format!("mirror-test={}", env.namespace());
-    let config = format!(
-        "resyncPeriod: 0s\nplugins:\n  configmap-mirror:\n    namespaces: [{ns}, {target}]\n    \
-         grants: [{{kind: ConfigMap, verbs: [delete]}}]\n    config: {{namespaceSelector: \"{selector}\"}}\n",
-        ns = env.namespace()
-    );
-    let host = Host::start(&env, &["configmap-mirror"], &config).await;
+    let host = Host::start(
+        &env,
+        &["namespace-defaults"],
+        &format!(
+            "resyncPeriod: 0s\nplugins:\n{}",
+            namespace_defaults_settings(&env)
+        ),
+    )
+    .await;
+    namespace_defaults_gives_its_defaults(&env).await;
+    host.stop().await;
+}
+
+/// The namespace configmap-mirror copies into in `env`'s test.
+fn mirror_namespace(env: &TestEnv) -> String {
+    format!("{}-mirror", env.namespace())
+}
+
+/// The `plugins:` entry that confines configmap-mirror to the test's namespace and
+/// [`mirror_namespace`], grants it deletes of ConfigMaps and selects the mirror namespace.
+pub(crate) fn configmap_mirror_settings(env: &TestEnv) -> String {
+    format!(
+        "  configmap-mirror:\n    namespaces: [{ns}, {target}]\n    \
+         grants: [{{kind: ConfigMap, verbs: [delete]}}]\n    config: {{namespaceSelector: \"mirror-test={ns}\"}}\n",
+        ns = env.namespace(),
+        target = mirror_namespace(env),
+    )
+}
+
+/// What configmap-mirror does, seen on the cluster (the Rust plugin and its Python twin
+/// alike): a labelled ConfigMap is copied into the selected namespace and gets the plugin's
+/// finalizer; deleting it runs the cleanup, which removes the copy, then the finalizer.
+/// Removes the mirror namespace at the end.
+pub(crate) async fn configmap_mirror_copies_and_cleans_up(env: &TestEnv) {
+    let target = mirror_namespace(env);
     env.apply_yaml(&format!(
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {target}\n  labels:\n    mirror-test: {}\n",
         env.namespace()
@@ -771,12 +805,23 @@ async fn configmap_mirror_copies_and_its_finalizer_cleans_up() {
     )
     .await
     .unwrap();
-    host.stop().await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client());
     namespaces
         .delete(&target, &DeleteParams::default())
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configmap_mirror_copies_and_its_finalizer_cleans_up() {
+    let env = TestEnv::start().await.unwrap();
+    let config = format!(
+        "resyncPeriod: 0s\nplugins:\n{}",
+        configmap_mirror_settings(&env)
+    );
+    let host = Host::start(&env, &["configmap-mirror"], &config).await;
+    configmap_mirror_copies_and_cleans_up(&env).await;
+    host.stop().await;
 }
 
 /// A finalizer add made from a stale view of the object (the cache has not yet delivered an
