@@ -43,8 +43,9 @@ pub struct Rust<'a> {
     pub value_request: &'a Request,
 }
 
-/// Loads the Python plugin (compiling it with Cranelift into `cache`) and measures `calls`
-/// reconciles of each of the three, interleaved, after a tenth as many warm-up calls.
+/// Loads the Python plugin (compiled by Cranelift into the cache of `config`) and
+/// measures `calls` reconciles of each of the three, interleaved, after a tenth as many
+/// warm-up calls.
 pub async fn run(config: RuntimeConfig, rust: Rust<'_>, calls: usize) -> anyhow::Result<()> {
     let path = component();
     if !path.is_file() {
