@@ -13,13 +13,22 @@ thread pool. kopf's own success/failure Events are turned
 off so that the Events are the same as the other contenders'. Started as
 `kopf run --all-namespaces --standalone operator.py`; it prints "ready" on stdout when its
 start-up handlers have run, which bench/run times.
+
+The logic without API calls (the desired ConfigMap, the Ready condition, whether the status
+changed) is not written here: it is `plugins/python/database-config/database_logic.py`, the
+module the Python wasmop plugin bundles, imported from there, so that the kopf operator and
+the Python plugin run the same function bodies (bench/run section 8).
 """
 
-import datetime
 import logging
+import sys
+from pathlib import Path
 
 import kopf
 import kubernetes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins" / "python" / "database-config"))
+import database_logic  # noqa: E402  (the plugin's own module, from the plugin's directory)
 
 FIELD_MANAGER = "bench/database-config"
 # One API client (one connection pool) for the whole operator, made at start-up.
@@ -35,40 +44,13 @@ def configure(settings: kopf.OperatorSettings, **_):
     print("ready", flush=True)
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @kopf.on.resume("demo.wasmop.dev", "v1", "databases")
 @kopf.on.create("demo.wasmop.dev", "v1", "databases")
 @kopf.on.update("demo.wasmop.dev", "v1", "databases", field="spec")
 def reconcile(body, spec, meta, status, namespace, name, patch, **_):
-    cm_name = f"{name}-config"
-    configmap = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": cm_name,
-            "namespace": namespace,
-            "ownerReferences": [
-                {
-                    "apiVersion": "demo.wasmop.dev/v1",
-                    "kind": "Database",
-                    "name": name,
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "data": {
-            "engine": spec["engine"],
-            "host": spec["host"],
-            "port": str(spec["port"]),
-            "replicas": str(spec["replicas"]),
-            "url": f"{spec['engine']}://{spec['host']}:{spec['port']}",
-        },
-    }
+    configmap = database_logic.desired_config_map(
+        body, spec["engine"], spec["host"], spec["port"], spec["replicas"])
+    cm_name = configmap["metadata"]["name"]
     try:
         CORE.patch_namespaced_config_map(
             cm_name,
@@ -83,30 +65,9 @@ def reconcile(body, spec, meta, status, namespace, name, patch, **_):
             f"apply of ConfigMap {namespace}/{cm_name} failed: {e.status} {e.reason}", delay=1
         )
 
-    generation = meta.get("generation")
-    message = f"ConfigMap {cm_name} is up to date"
-    old_conditions = list(status.get("conditions") or [])
-    ready = {
-        "type": "Ready",
-        "status": "True",
-        "reason": "ConfigApplied",
-        "message": message,
-        "observedGeneration": generation,
-        "lastTransitionTime": _now(),
-    }
-    conditions = []
-    found = False
-    for c in old_conditions:
-        if c.get("type") == "Ready":
-            found = True
-            if c.get("status") == ready["status"]:
-                ready["lastTransitionTime"] = c.get("lastTransitionTime")
-            conditions.append(ready)
-        else:
-            conditions.append(c)
-    if not found:
-        conditions.append(ready)
-    if conditions != old_conditions or status.get("observedGeneration") != generation:
-        patch.status["conditions"] = conditions
-        patch.status["observedGeneration"] = generation
-        kopf.event(body, type="Normal", reason="ConfigApplied", message=message)
+    new_status, changed = database_logic.ready_status(status, name, meta.get("generation"))
+    if changed:
+        patch.status["conditions"] = new_status["conditions"]
+        patch.status["observedGeneration"] = new_status["observedGeneration"]
+        kopf.event(body, type="Normal", reason="ConfigApplied",
+                   message=database_logic.ready_message(name))

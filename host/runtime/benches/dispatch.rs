@@ -18,6 +18,10 @@
 //! The same plugin compiled by Winch, wasmtime's baseline compiler, is called interleaved with
 //! the Cranelift one: what running on baseline code costs a reconcile.
 //!
+//! Then the Python `database-config` (a CPython component, `dispatch/python.rs`) interleaved
+//! with the Rust plugin and the native twin, when `target/python-plugins/database-config.wasm`
+//! is built (skipped with a message saying how otherwise).
+//!
 //! Then the owner-indexed list (`kube.list-owned`) against listing every Job of a namespace
 //! and filtering in the guest: 1,000 Jobs, 5 owned by the target (`dispatch/owned.rs`).
 //!
@@ -30,6 +34,8 @@
 
 #[path = "dispatch/owned.rs"]
 mod owned;
+#[path = "dispatch/python.rs"]
+mod python;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -478,6 +484,22 @@ fn main() -> anyhow::Result<()> {
             us(w.median) - us(n.median),
             us(w.median) / us(n.median)
         );
+        // A Python call costs milliseconds, not microseconds: a twentieth as many calls.
+        let rust = python::Rust {
+            plugin: &plugin,
+            cluster: cluster.clone(),
+            text_request: &text_request,
+            value_request: &request,
+        };
+        let python_cache = tempfile::tempdir()?;
+        python::run(
+            RuntimeConfig::default()
+                .concurrency(16)
+                .cache_dir(python_cache.path()),
+            rust,
+            (calls / 20).max(50),
+        )
+        .await?;
         // Each call of the listing way decodes 1,000 Jobs: a twentieth as many calls.
         owned::run((calls / 20).max(100)).await
     })

@@ -1,13 +1,15 @@
 """`database-config` in Python: reconciles each `Database` (demo.wasmop.dev/v1, the CRD in
 `plugins/rust/database-config/crd.yaml`) into a ConfigMap `<name>-config` that applications
 mount, and reports a `Ready` condition. The same logic as the Rust plugin, passing the same
-golden cases (`plugins/rust/database-config/tests/cases`).
+golden cases (`plugins/rust/database-config/tests/cases`). The logic without host calls is
+in `database_logic.py`, shared with the kopf operator of `bench/run`.
 
 Build: `guest-sdk/python/build plugins/python/database-config -o database-config.wasm`.
 """
 
 from dataclasses import dataclass
-from typing import Any
+
+import database_logic
 
 import wasmop
 from wasmop import CONFIG_MAP, Action, Context, Event, Info, Kind, Object
@@ -33,37 +35,18 @@ class DatabaseConfig(wasmop.Reconciler):
 
     def reconcile(self, db: Object, ctx: Context) -> Action:
         spec = db.spec_as(DatabaseSpec)
-        name = f"{db.name}-config"
+        # The ConfigMap and the status come from `database_logic`, which the kopf operator
+        # of the benchmarks runs too; this method is the plugin's part: the host calls.
         ctx.apply(
-            {
-                "metadata": wasmop.owned_meta(db, name),
-                "data": {
-                    "engine": spec.engine,
-                    "host": spec.host,
-                    "port": str(spec.port),
-                    "replicas": str(spec.replicas),
-                    "url": f"{spec.engine}://{spec.host}:{spec.port}",
-                },
-            },
+            database_logic.desired_config_map(db, spec.engine, spec.host, spec.port, spec.replicas),
             CONFIG_MAP,
         )
-
-        # The status as the Rust plugin's typed status sees it: its conditions and
-        # observedGeneration (anything else under status is not this plugin's).
-        stored = db.get("status") or {}
-        old_conditions: list[dict[str, Any]] = stored.get("conditions") or []
-        old = {"conditions": old_conditions, "observedGeneration": stored.get("observedGeneration")}
-        conditions = [dict(c) for c in old_conditions]
-        message = f"ConfigMap {name} is up to date"
-        wasmop.set_condition(
-            conditions,
-            wasmop.condition("Ready", True, "ConfigApplied", message, db.generation),
-        )
-        status = {"conditions": conditions, "observedGeneration": db.generation}
-        if status != old:
+        status, changed = database_logic.ready_status(db.get("status"), db.name, db.generation)
+        if changed:
             ctx.update_status(db, status)
             # Only on a change, so the Event records what happened to the Database, not
             # every resync.
+            message = database_logic.ready_message(db.name)
             ctx.event(db, Event.normal("ConfigApplied", "Apply", message))
         return Action.done()
 
