@@ -81,6 +81,8 @@ struct RuntimeInner {
     /// Loads that compile (or map an artefact) at once: one per CPU keeps every core busy
     /// while bounding the memory of cold compilations. `describe` runs outside it.
     compiling: tokio::sync::Semaphore,
+    /// Big components compile one at a time, whichever path compiles them (`heap`).
+    compile_gate: heap::CompileGate,
     linker: Linker<CallState>,
     mode: AllocatorMode,
     cache: Option<cache::ArtefactCache>,
@@ -122,6 +124,7 @@ impl Runtime {
                 compiling: tokio::sync::Semaphore::new(
                     std::thread::available_parallelism().map_or(1, usize::from),
                 ),
+                compile_gate: heap::CompileGate::default(),
                 linker,
                 mode,
                 cache,
@@ -182,6 +185,13 @@ impl Runtime {
     #[cfg(feature = "test-hooks")]
     pub fn compiling_ahead(&self) -> usize {
         self.inner.ahead.len()
+    }
+
+    /// The most compilations of big components (at least 2 MiB) that ran at once since the
+    /// runtime started: they compile one at a time. A test hook (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
+    pub fn most_big_compiles_at_once(&self) -> usize {
+        self.inner.compile_gate.most_big_at_once()
     }
 
     /// How tiered loading's background compilations went (all zero when it is off).

@@ -21,7 +21,6 @@ use wasmtime::component::Component;
 use super::call::PluginShared;
 use super::contract::PluginPre;
 use super::describe::{DeclarationError, describe};
-use super::heap;
 use super::outcome::Outcome;
 use super::tiered::{Code, CodeCell, promote_later};
 use super::wasi::WasiPool;
@@ -198,9 +197,11 @@ fn compile(
     // implement, or bytes that are not valid at all) goes to Cranelift, whose verdict counts:
     // a version Cranelift accepts is never refused because of Winch.
     if let Some(baseline) = inner.tiering.baseline(&inner.config) {
-        match Component::new(&baseline.engine, bytes) {
+        match inner
+            .compile_gate
+            .compile(bytes.len(), || Component::new(&baseline.engine, bytes))
+        {
             Ok(component) => {
-                heap::trim();
                 let stats = LoadStats {
                     size: bytes.len(),
                     compile_time: started.elapsed(),
@@ -216,13 +217,15 @@ fn compile(
             }
         }
     }
-    let component = Component::new(&inner.engine, bytes).map_err(LoadError::Compile)?;
+    let component = inner
+        .compile_gate
+        .compile(bytes.len(), || Component::new(&inner.engine, bytes))
+        .map_err(LoadError::Compile)?;
     let compile_time = started.elapsed();
     let (component, mapped) = match &inner.cache {
         Some(cache) => cache.store_and_map(&inner.engine, digest, component),
         None => (component, false),
     };
-    heap::trim();
     let stats = LoadStats {
         size: bytes.len(),
         compile_time,

@@ -243,13 +243,14 @@ async fn promote(
     let rt = runtime.clone();
     let compiled = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let component = Component::new(&rt.inner.engine, bytes.as_slice())?;
+        let component = rt.inner.compile_gate.compile(bytes.len(), || {
+            Component::new(&rt.inner.engine, bytes.as_slice())
+        })?;
         let took = started.elapsed();
         let (component, mapped) = match &rt.inner.cache {
             Some(cache) => cache.store_and_map(&rt.inner.engine, &digest, component),
             None => (component, false),
         };
-        super::heap::trim();
         let pre = PluginPre::new(contract, rt.inner.linker.instantiate_pre(&component)?)?;
         if mapped {
             super::loader::image::release(&component);

@@ -203,3 +203,76 @@ async fn a_compilation_started_ahead_is_taken_by_the_load_of_the_same_bytes() {
     rt.discard_ahead();
     assert_eq!(rt.compiling_ahead(), 0);
 }
+
+/// `bytes` with a custom section of `len` bytes named after `tag` appended: the same code,
+/// another digest, and as big as a component that holds an interpreter.
+fn padded(bytes: &[u8], tag: &str, len: usize) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut payload = Vec::new();
+    leb(tag.len(), &mut payload);
+    payload.extend_from_slice(tag.as_bytes());
+    payload.resize(payload.len() + len, 0);
+    let mut out = bytes.to_vec();
+    out.push(0);
+    leb(payload.len(), &mut out);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Big components (at least 2 MiB: a CPython one is 18.7 MB and holds ~17 times its size
+/// while it compiles) compile one at a time, whichever path compiles them; small ones are
+/// not held up by that rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn big_components_compile_one_at_a_time() {
+    let _shared = crate::support::shared().await;
+    let rt = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(4)
+            .limits(test_limits()),
+    )
+    .expect("runtime");
+    let small = bytes_of("well-behaved");
+    let loads = (0..3).map(|i| {
+        let rt = rt.clone();
+        let bytes = padded(&small, &format!("small-{i}"), 1 << 10);
+        async move { rt.load(bytes, LoadOptions::default()).await }
+    });
+    for loaded in futures_join(loads).await {
+        loaded.expect("a small padded component loads");
+    }
+    assert_eq!(rt.most_big_compiles_at_once(), 0, "small ones never wait");
+    let loads = (0..3).map(|i| {
+        let rt = rt.clone();
+        let bytes = padded(&small, &format!("big-{i}"), 3 << 20);
+        async move { rt.load(bytes, LoadOptions::default()).await }
+    });
+    for loaded in futures_join(loads).await {
+        let plugin = loaded.expect("a big padded component loads");
+        healthy_call(&plugin, "big", "1").await;
+    }
+    assert_eq!(rt.most_big_compiles_at_once(), 1);
+}
+
+/// Runs the futures at once, each on its own task, and returns their results in order.
+async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let tasks: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.expect("task"));
+    }
+    out
+}
