@@ -63,27 +63,7 @@ fn guest(name: &str) -> Vec<u8> {
 /// `bytes` with a custom section `wasmop-bench` holding `salt` appended: the same code under
 /// a new digest, so the host must compile it again.
 fn salted(bytes: &[u8], salt: u64) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let name = b"wasmop-bench";
-    let mut body = Vec::new();
-    leb(name.len(), &mut body);
-    body.extend_from_slice(name);
-    body.extend_from_slice(&salt.to_le_bytes());
-    let mut out = bytes.to_vec();
-    out.push(0);
-    leb(body.len(), &mut out);
-    out.extend_from_slice(&body);
-    out
+    wasmop_test_guests::with_custom_section(bytes, "wasmop-bench", &salt.to_le_bytes())
 }
 
 /// Seconds since midnight UTC, now.

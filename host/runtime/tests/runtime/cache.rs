@@ -204,29 +204,10 @@ async fn a_compilation_started_ahead_is_taken_by_the_load_of_the_same_bytes() {
     assert_eq!(rt.compiling_ahead(), 0);
 }
 
-/// `bytes` with a custom section of `len` bytes named after `tag` appended: the same code,
-/// another digest, and as big as a component that holds an interpreter.
+/// `bytes` with a custom section of `len` zero bytes named after `tag` appended: the same
+/// code, another digest, and as big as a component that holds an interpreter.
 fn padded(bytes: &[u8], tag: &str, len: usize) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let mut payload = Vec::new();
-    leb(tag.len(), &mut payload);
-    payload.extend_from_slice(tag.as_bytes());
-    payload.resize(payload.len() + len, 0);
-    let mut out = bytes.to_vec();
-    out.push(0);
-    leb(payload.len(), &mut out);
-    out.extend_from_slice(&payload);
-    out
+    wasmop_test_guests::with_custom_section(bytes, tag, &vec![0; len])
 }
 
 /// Big components (at least 2 MiB: a CPython one is 18.7 MB and holds ~17 times its size
