@@ -52,15 +52,16 @@ async fn put_as(dir: &Path, key: &str, from: &Path) {
 async fn python_database_config_converges_databases_and_a_changed_build_is_hot_reloaded() {
     let v1 = wasmop_python_plugins::component("database-config");
     // The author's next version: another plugin version, and one more key in the ConfigMap.
-    let v2 = wasmop_python_plugins::variant("database-config", "database-config-v2", |app| {
-        app.replace(
-            r#"Info("database-config", "0.1.0")"#,
-            r#"Info("database-config", "0.2.0")"#,
-        )
-        .replace(
-            r#""url": f"{spec.engine}://{spec.host}:{spec.port}","#,
-            r#""url": f"{spec.engine}://{spec.host}:{spec.port}", "revision": "2","#,
-        )
+    let v2 = wasmop_python_plugins::variant("database-config", "database-config-v2", |module| {
+        module
+            .replace(
+                r#"Info("database-config", "0.1.0")"#,
+                r#"Info("database-config", "0.2.0")"#,
+            )
+            .replace(
+                r#""url": f"{engine}://{host}:{port}","#,
+                r#""url": f"{engine}://{host}:{port}", "revision": "2","#,
+            )
     });
     let cache = wasmop_python_plugins::out_dir().join("artefacts/e2e");
     prune(&cache, &[&v1, &v2]);

@@ -66,27 +66,38 @@ pub fn hostile() -> PathBuf {
     build(&workspace().join("tests/python/hostile"), "hostile")
 }
 
-/// A changed build of `plugins/python/<name>` (a one-module plugin), as a plugin author's
-/// next version: its `app.py` with `edit` applied, written to `<out_dir>/variants/<variant>/`
-/// and built into `<out_dir>/<variant>.wasm` (skipped when the result is unchanged).
+/// A changed build of `plugins/python/<name>`, as a plugin author's next version: its Python
+/// modules (`app.py` and those beside it) each with `edit` applied, written to
+/// `<out_dir>/variants/<variant>/` and built into `<out_dir>/<variant>.wasm` (skipped when the
+/// result is unchanged).
 ///
 /// # Panics
-/// When the plugin does not exist, `edit` changes nothing, or the variant does not build.
-pub fn variant(name: &str, variant: &str, edit: impl FnOnce(&str) -> String) -> PathBuf {
+/// When the plugin does not exist, `edit` changes no module, or the variant does not build.
+pub fn variant(name: &str, variant: &str, edit: impl Fn(&str) -> String) -> PathBuf {
     let from = workspace().join("plugins/python").join(name);
-    let app = std::fs::read_to_string(from.join("app.py"))
-        .unwrap_or_else(|e| panic!("cannot read {}/app.py: {e}", from.display()));
-    let edited = edit(&app);
-    assert_ne!(
-        edited, app,
-        "the variant {variant} of {name} changes nothing"
-    );
     let dir = out_dir().join("variants").join(variant);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    std::fs::write(dir.join("app.py"), edited)
-        .unwrap_or_else(|e| panic!("cannot write {}/app.py: {e}", dir.display()));
+    let mut changed = false;
+    let entries =
+        std::fs::read_dir(&from).unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()));
+    for entry in entries {
+        let path = entry
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()))
+            .path();
+        if path.extension().is_none_or(|e| e != "py") {
+            continue;
+        }
+        let module = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let edited = edit(&module);
+        changed |= edited != module;
+        let to = dir.join(path.file_name().expect("a file name"));
+        std::fs::write(&to, edited)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", to.display()));
+    }
+    assert!(changed, "the variant {variant} of {name} changes nothing");
     build(&dir, variant)
 }
 
