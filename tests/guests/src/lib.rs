@@ -75,26 +75,6 @@ pub fn component(name: &str) -> &'static Path {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_guest_is_a_wasm_file_named_by_its_directory() {
-        for guest in all() {
-            let bytes = std::fs::read(guest.path()).expect("built guest exists");
-            assert_eq!(&bytes[..4], b"\0asm", "{} is not wasm", guest.name);
-            assert_eq!(component(guest.name), guest.path());
-        }
-    }
-
-    #[test]
-    #[should_panic(expected = "no guest component named `no-such-guest`")]
-    fn unknown_guest_name_panics_with_the_known_names() {
-        component("no-such-guest");
-    }
-}
-
 /// `component` with a custom section named `name` holding `payload` appended: the same code
 /// under another digest (a host must compile it again), as big as the payload makes it.
 pub fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
@@ -118,4 +98,24 @@ pub fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<
     leb(body.len(), &mut out);
     out.extend_from_slice(&body);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_guest_is_a_wasm_file_named_by_its_directory() {
+        for guest in all() {
+            let bytes = std::fs::read(guest.path()).expect("built guest exists");
+            assert_eq!(&bytes[..4], b"\0asm", "{} is not wasm", guest.name);
+            assert_eq!(component(guest.name), guest.path());
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "no guest component named `no-such-guest`")]
+    fn unknown_guest_name_panics_with_the_known_names() {
+        component("no-such-guest");
+    }
 }
