@@ -7,9 +7,12 @@
 package databaseconfig
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
 	"wasmop.dev/wasmop"
 )
@@ -27,10 +30,35 @@ type Database struct {
 
 // DatabaseSpec is the Database's spec; every field is required, as the CRD says.
 type DatabaseSpec struct {
-	Engine   string `json:"engine"`
+	Engine   Engine `json:"engine"`
 	Host     string `json:"host"`
 	Port     uint16 `json:"port"`
 	Replicas uint32 `json:"replicas"`
+}
+
+// Engine is a database engine, used as the URL scheme: one of [Engines].
+type Engine string
+
+// Engines are the engines a Database can run, as the CRD's enum lists them.
+var Engines = []Engine{"postgres", "mysql", "mariadb"}
+
+// UnmarshalJSON accepts only one of [Engines], so that a Database with another engine fails
+// to decode (a permanent error naming the engines, in serde's words, as the Rust plugin's
+// enum does) instead of being written into a ConfigMap.
+func (e *Engine) UnmarshalJSON(data []byte) error {
+	var name string
+	if err := json.Unmarshal(data, &name); err != nil {
+		return err
+	}
+	if !slices.Contains(Engines, Engine(name)) {
+		known := make([]string, len(Engines))
+		for i, engine := range Engines {
+			known[i] = "`" + string(engine) + "`"
+		}
+		return fmt.Errorf("unknown variant `%s`, expected one of %s", name, strings.Join(known, ", "))
+	}
+	*e = Engine(name)
+	return nil
 }
 
 // DatabaseStatus is what the plugin last observed and did.
@@ -63,7 +91,7 @@ func (DatabaseConfig) Reconcile(ctx *wasmop.Context, db *Database) (wasmop.Actio
 	_, err = ctx.Apply(&wasmop.ConfigMap{
 		ObjectMeta: meta,
 		Data: map[string]string{
-			"engine":   spec.Engine,
+			"engine":   string(spec.Engine),
 			"host":     spec.Host,
 			"port":     port,
 			"replicas": strconv.FormatUint(uint64(spec.Replicas), 10),

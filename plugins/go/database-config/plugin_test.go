@@ -47,3 +47,25 @@ func TestReconcileAppliesTheConfigMapAndRecordsReadyOnce(t *testing.T) {
 		t.Fatalf("want only the apply, got %+v", host.Writes)
 	}
 }
+
+// An engine outside the CRD's enum fails to decode, as it does for the Rust plugin: a
+// permanent error naming the engines, and no writes (the golden case
+// unknown-engine-is-permanent runs the built component).
+func TestAnUnknownEngineIsAPermanentDecodeError(t *testing.T) {
+	host := wasmoptest.NewHost()
+	ref, err := DatabaseKind.Ref("shop", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, failure := wasmop.Serve(host, false, ref, `{"apiVersion":"demo.wasmop.dev/v1","kind":"Database",`+
+		`"metadata":{"name":"orders","namespace":"shop","uid":"u-1"},`+
+		`"spec":{"engine":"oracle","host":"db","port":1521,"replicas":1}}`)
+	want := "cannot decode Database shop/orders from the host as demo.wasmop.dev/v1/Database: " +
+		"unknown variant `oracle`, expected one of `postgres`, `mysql`, `mariadb`"
+	if failure == nil || failure.Retryable || failure.Message != want {
+		t.Fatalf("want the permanent error %q, got %+v", want, failure)
+	}
+	if len(host.Writes) != 0 {
+		t.Fatalf("want no writes, got %+v", host.Writes)
+	}
+}

@@ -16,6 +16,9 @@ from wasmop import CONFIG_MAP, Action, Context, Event, Info, Kind, Object
 
 DATABASE = Kind("demo.wasmop.dev", "v1", "Database")
 
+# The engines a Database can run, as the CRD's enum lists them.
+ENGINES = ("postgres", "mysql", "mariadb")
+
 
 @dataclass
 class DatabaseSpec:
@@ -25,6 +28,14 @@ class DatabaseSpec:
     host: str
     port: int
     replicas: int
+
+    def __post_init__(self) -> None:
+        # Another engine fails to decode, as the Rust plugin's enum does and in serde's words:
+        # a permanent error, never a ConfigMap. (Not a `Literal`: the SDK's message for one
+        # adds the path, `at `engine``, which serde's does not, and the reports must be equal.)
+        if self.engine not in ENGINES:
+            known = ", ".join(f"`{e}`" for e in ENGINES)
+            raise wasmop.DecodeError(f"unknown variant `{self.engine}`, expected one of {known}")
 
 
 class DatabaseConfig(wasmop.Reconciler):
