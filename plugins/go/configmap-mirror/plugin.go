@@ -182,9 +182,23 @@ func copiesOf(ctx *wasmop.Context, key string) ([]wasmop.RawObject, error) {
 	return copies, nil
 }
 
+// mirrored is a copy as the plugin applies it: a ConfigMap whose data and binaryData are
+// written when the source has them, empty or not (`omitzero` drops only a missing map),
+// as the Rust plugin writes them; the SDK's ConfigMap drops an empty map (`omitempty`),
+// which would turn a source's `data: {}` into a copy without `data`.
+type mirrored struct {
+	wasmop.TypeMeta
+	wasmop.ObjectMeta `json:"metadata"`
+	Data              map[string]string `json:"data,omitzero"`
+	BinaryData        map[string][]byte `json:"binaryData,omitzero"`
+}
+
+// DefaultKind makes the SDK fill in apiVersion and kind.
+func (*mirrored) DefaultKind() wasmop.Kind { return wasmop.ConfigMapKind }
+
 // copyOf is the copy of source for namespace: its data, its labels except the source label
 // (a copy must not be mirrored itself), the copy label and the annotation naming the source.
-func copyOf(source *wasmop.ConfigMap, namespace, key string) *wasmop.ConfigMap {
+func copyOf(source *wasmop.ConfigMap, namespace, key string) *mirrored {
 	labels := map[string]string{}
 	for k, v := range source.Labels {
 		if k != SourceLabel {
@@ -192,7 +206,7 @@ func copyOf(source *wasmop.ConfigMap, namespace, key string) *wasmop.ConfigMap {
 		}
 	}
 	labels[CopyLabel] = "true"
-	return &wasmop.ConfigMap{
+	return &mirrored{
 		ObjectMeta: wasmop.ObjectMeta{
 			Name:        source.Name,
 			Namespace:   namespace,
