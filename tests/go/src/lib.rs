@@ -128,6 +128,15 @@ pub fn panicky() -> PathBuf {
     build(&workspace().join("tests/go/panicky"), "panicky")
 }
 
+/// The hostile test plugin `tests/go/hostile` (its reconcile attacks the host as the
+/// target's name says), built like [`component`].
+///
+/// # Panics
+/// As [`component`].
+pub fn hostile() -> PathBuf {
+    build(&workspace().join("tests/go/hostile"), "hostile")
+}
+
 /// Removes the compiled artefacts in the artefact cache `cache` of every component whose
 /// digest is not in `keep`: each Go component's artefact is ~10 MB, and every earlier build
 /// of a plugin leaves one behind in the tests' caches.
