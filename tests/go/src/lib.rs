@@ -57,6 +57,74 @@ pub fn component(name: &str) -> PathBuf {
     build(&workspace().join("plugins/go").join(name), name)
 }
 
+/// A changed build of `plugins/go/<name>`, as a plugin author's next version: its module's
+/// files (`go.mod`, `go.sum` and the `.go` sources, each source with `edit` applied; an
+/// example plugin is one package) copied to `<out_dir>/variants/<variant>/` and built into
+/// `<out_dir>/<variant>.wasm` (skipped when the result is unchanged).
+///
+/// The copy keeps the module path: the build points it at the copy (`replace`), and builds
+/// one plugin at a time. Relative `replace` targets in `go.mod` (the SDK's
+/// `../../../guest-sdk/go`) are made absolute, so that the copy is a module that also
+/// builds and tests on its own.
+///
+/// # Panics
+/// When the plugin does not exist, `edit` changes no source, or the variant does not build.
+pub fn variant(name: &str, variant: &str, edit: impl Fn(&str) -> String) -> PathBuf {
+    let from = workspace().join("plugins/go").join(name);
+    let dir = out_dir().join("variants").join(variant);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    let mut changed = false;
+    let entries =
+        std::fs::read_dir(&from).unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()));
+    for entry in entries {
+        let path = entry
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", from.display()))
+            .path();
+        let file_name = path.file_name().expect("a file name");
+        let text = || {
+            std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+        };
+        let copied = if path.extension().is_some_and(|e| e == "go") {
+            let source = text();
+            let edited = edit(&source);
+            changed |= edited != source;
+            edited
+        } else if file_name == "go.mod" {
+            absolute_replaces(&text(), &from)
+        } else if file_name == "go.sum" {
+            text()
+        } else {
+            continue;
+        };
+        let to = dir.join(file_name);
+        std::fs::write(&to, copied)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", to.display()));
+    }
+    assert!(changed, "the variant {variant} of {name} changes nothing");
+    build(&dir, variant)
+}
+
+/// `go_mod` (of the module in `dir`) with each `replace` target that is a relative path
+/// (`./` or `../`, as the Go reference defines one) resolved against `dir`.
+fn absolute_replaces(go_mod: &str, dir: &Path) -> String {
+    go_mod
+        .lines()
+        .map(|line| match line.split_once("=>") {
+            Some((module, target))
+                if target.trim().starts_with("./") || target.trim().starts_with("../") =>
+            {
+                let target = dir.join(target.trim());
+                let target = std::fs::canonicalize(&target).unwrap_or(target);
+                format!("{module}=> {}\n", target.display())
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect()
+}
+
 /// Builds the Go plugin in `dir` into `<out_dir>/<name>.wasm` (skipped when unchanged).
 fn build(dir: &Path, name: &str) -> PathBuf {
     assert!(
@@ -155,5 +223,23 @@ pub fn prune_artefacts(cache: &Path, keep: &[&str]) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn a_variants_go_mod_points_relative_replaces_at_the_plugins_neighbours() {
+        let go_mod = "module wasmop.dev/plugins/p\n\nrequire wasmop.dev/wasmop v0.0.0\n\n\
+                      replace wasmop.dev/wasmop => ../../sdk\n\
+                      replace (\n\texample.com/a => ./a\n\texample.com/b v1.0.0 => example.com/c v1.1.0\n)\n";
+        assert_eq!(
+            super::absolute_replaces(go_mod, Path::new("/nowhere/plugins/p")),
+            "module wasmop.dev/plugins/p\n\nrequire wasmop.dev/wasmop v0.0.0\n\n\
+             replace wasmop.dev/wasmop => /nowhere/plugins/p/../../sdk\n\
+             replace (\n\texample.com/a => /nowhere/plugins/p/./a\n\texample.com/b v1.0.0 => example.com/c v1.1.0\n)\n"
+        );
     }
 }
