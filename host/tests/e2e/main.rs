@@ -22,6 +22,7 @@ mod database;
 mod describe;
 mod events;
 mod fairness;
+mod go;
 mod ops;
 mod python;
 mod reload;

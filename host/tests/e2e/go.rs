@@ -1,0 +1,153 @@
+//! Plugins written in Go on the real control plane: `plugins/go/database-config` (built from
+//! source by `wasmop_go_plugins`, with the SDK) run by `wasmop run` from its plugin directory,
+//! converging Databases into ConfigMaps and Ready conditions, then a changed build of it
+//! dropped into the directory hot-reloaded and serving the next reconcile, with no reconcile
+//! failing on the way; and the other two Go example plugins doing on the cluster what their
+//! Rust twins do (`run.rs`'s scenario functions, as `python.rs` runs them for the Python twins).
+//!
+//! As in `python.rs`, the host keeps its artefacts in a `cacheDirectory` under
+//! `target/go-plugins/artefacts/e2e*` (as a deployed host does), so the next run of an
+//! unchanged plugin compiles nothing: each Go component (~3.8 MB) is a cold compile of its own.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use crate::harness::{Host, confined, message};
+use wasmop_testenv::TestEnv;
+
+use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
+
+/// Databases the plugin converges.
+const DATABASES: usize = 5;
+
+/// The series of `database-config`'s failed reconciles (in the plugin or in the host around
+/// it), and of its successful ones.
+const FAILED: &str = r#"controller_runtime_reconcile_errors_total{controller="database-config"}"#;
+const SUCCEEDED: &str =
+    r#"controller_runtime_reconcile_total{controller="database-config",result="success"}"#;
+
+/// Removes the artefacts in the host's cache directory `cache` of every component but
+/// `keep` (each Go component's is ~10 MB).
+fn prune(cache: &Path, keep: &[&Path]) {
+    let keep: Vec<String> = keep
+        .iter()
+        .map(|path| wasmop_core::Digest::of(&std::fs::read(path).unwrap()).to_string())
+        .collect();
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
+    wasmop_go_plugins::prune_artefacts(cache, &keep);
+}
+
+/// Puts the component at `from` into the plugin directory as the file `key` at once (written
+/// aside, then renamed over the old file, as `kubectl cp` or a CI job would).
+async fn put_as(dir: &Path, key: &str, from: &Path) {
+    let tmp = dir.join(format!(".{key}.tmp"));
+    tokio::fs::copy(from, &tmp).await.unwrap();
+    tokio::fs::rename(&tmp, dir.join(key)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn go_database_config_converges_databases_and_a_changed_build_is_hot_reloaded() {
+    let v1 = wasmop_go_plugins::component("database-config");
+    // The author's next version: another plugin version, and one more key in the ConfigMap.
+    let v2 = wasmop_go_plugins::variant("database-config", "database-config-v2", |source| {
+        source
+            .replace(
+                r#"NewInfo("database-config", "0.1.0""#,
+                r#"NewInfo("database-config", "0.2.0""#,
+            )
+            .replace(
+                r#""url":      fmt.Sprintf("%s://%s:%s", spec.Engine, spec.Host, port),"#,
+                r#""url": fmt.Sprintf("%s://%s:%s", spec.Engine, spec.Host, port), "revision": "2","#,
+            )
+    });
+    let cache = wasmop_go_plugins::out_dir().join("artefacts/e2e");
+    prune(&cache, &[&v1, &v2]);
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let config = format!(
+        "cacheDirectory: {}\n{}",
+        cache.display(),
+        confined(&env, &["database-config"], "")
+    );
+    let mut host = Host::start(&env, &[], &config).await;
+    put_as(host.plugin_dir(), "database-config.wasm", &v1).await;
+
+    let names: Vec<String> = (0..DATABASES).map(|i| format!("db-{i}")).collect();
+    for name in &names {
+        apply_database(&env, name, &format!("{name}.internal")).await;
+    }
+    for name in &names {
+        let cm = wait_config(&env, name, "host", &format!("{name}.internal")).await;
+        let data = cm.data.as_ref().unwrap();
+        assert_eq!(data["url"], format!("postgres://{name}.internal:5432"));
+        assert!(!data.contains_key("revision"), "{data:?}");
+        let owner = &cm.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("Database", name.as_str(), Some(true))
+        );
+        let managers: Vec<_> = cm
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|m| m.manager.clone())
+            .collect();
+        assert!(
+            managers.contains(&"wasmop/database-config".to_owned()),
+            "{managers:?}"
+        );
+        assert_eq!(wait_ready(&env, name).await, 1);
+    }
+
+    put_as(host.plugin_dir(), "database-config.wasm", &v2).await;
+    host.wait_log("the changed Go build to be swapped in", |l| {
+        message(l) == "plugin version swapped" && l["fields"]["version"] == "0.2.0"
+    })
+    .await;
+    apply_database(&env, "db-0", "moved.internal").await;
+    let cm = wait_config(&env, "db-0", "host", "moved.internal").await;
+    assert_eq!(cm.data.as_ref().unwrap()["revision"], "2");
+    assert_eq!(wait_ready(&env, "db-0").await, 2);
+
+    // Every reconcile succeeded, on version 1, across the swap and on version 2 (the count of
+    // successes guards the series' spelling: an absent series reads as 0).
+    assert!(
+        host.metric(SUCCEEDED).await > DATABASES as f64,
+        "{SUCCEEDED} counts fewer reconciles than were made; metrics:\n{}",
+        host.metrics().await
+    );
+    assert_eq!(
+        host.metric(FAILED).await,
+        0.0,
+        "a reconcile failed; log:\n{}",
+        host.log_text()
+    );
+    host.stop().await;
+}
+
+/// The other two Go example plugins on the real control plane, in one host:
+/// `namespace-defaults` and `configmap-mirror` do on the cluster what their Rust twins'
+/// end-to-end tests check (`run.rs`, the same scenario functions), with the same settings and
+/// grants.
+#[tokio::test(flavor = "multi_thread")]
+async fn go_namespace_defaults_and_configmap_mirror_do_what_their_rust_twins_do() {
+    let defaults = wasmop_go_plugins::component("namespace-defaults");
+    let mirror = wasmop_go_plugins::component("configmap-mirror");
+    let cache = wasmop_go_plugins::out_dir().join("artefacts/e2e-twins");
+    prune(&cache, &[&defaults, &mirror]);
+    let env = TestEnv::start().await.unwrap();
+    let config = format!(
+        "cacheDirectory: {}\nresyncPeriod: 0s\nplugins:\n{}{}",
+        cache.display(),
+        crate::run::namespace_defaults_settings(&env),
+        crate::run::configmap_mirror_settings(&env),
+    );
+    let host = Host::start(&env, &[], &config).await;
+    put_as(host.plugin_dir(), "namespace-defaults.wasm", &defaults).await;
+    put_as(host.plugin_dir(), "configmap-mirror.wasm", &mirror).await;
+    crate::run::namespace_defaults_gives_its_defaults(&env).await;
+    crate::run::configmap_mirror_copies_and_cleans_up(&env).await;
+    host.stop().await;
+}
