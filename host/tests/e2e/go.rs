@@ -6,8 +6,12 @@
 //! Rust twins do (`run.rs`'s scenario functions, as `python.rs` runs them for the Python twins).
 //!
 //! As in `python.rs`, the host keeps its artefacts in a `cacheDirectory` under
-//! `target/go-plugins/artefacts/e2e*` (as a deployed host does), so the next run of an
-//! unchanged plugin compiles nothing: each Go component (~3.8 MB) is a cold compile of its own.
+//! `target/go-plugins/artefacts/e2e*` (as a deployed host does; stale ones pruned). Loads are
+//! tiered, as a deployed host's: Winch first, and the background Cranelift compile's artefact
+//! is stored only if it finishes before the test kills the host. The first `database-config`'s
+//! does, so the next run loads it; the changed build and the twins are quicker than their
+//! Cranelift compiles, so every run compiles them with Winch again (cheaper than compiling
+//! them with Cranelift up front, `tieredCompilation: false`, on a cold run).
 
 #![allow(clippy::unwrap_used)]
 
