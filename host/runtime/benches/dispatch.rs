@@ -18,24 +18,26 @@
 //! The same plugin compiled by Winch, wasmtime's baseline compiler, is called interleaved with
 //! the Cranelift one: what running on baseline code costs a reconcile.
 //!
-//! Then the Python `database-config` (a CPython component, `dispatch/python.rs`) interleaved
-//! with the Rust plugin and the native twin, when `target/python-plugins/database-config.wasm`
-//! is built (skipped with a message saying how otherwise).
+//! Then the Python and the Go `database-config` (`dispatch/guest.rs`), each interleaved with the
+//! Rust plugin and the native twin, when `target/python-plugins/database-config.wasm` and
+//! `target/go-plugins/database-config.wasm` are built (skipped with a message saying how
+//! otherwise).
 //!
 //! Then the owner-indexed list (`kube.list-owned`) against listing every Job of a namespace
 //! and filtering in the guest: 1,000 Jobs, 5 owned by the target (`dispatch/owned.rs`).
 //!
 //! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000), and
-//! `WASMOP_BENCH_ONLY=wasm|noop|native` to run only that path in a loop (for `perf record`).
+//! `WASMOP_BENCH_ONLY=wasm|noop|native|go|python` to run only that path in a loop (for `perf
+//! record`).
 //!
 //! The figures measured on the 2-core development machine, and what the remaining cost is
 //! made of (from `perf` profiles of this benchmark), are in the README, section
 //! "Performance". The goal of ≤ 5 µs overhead is not met.
 
+#[path = "dispatch/guest.rs"]
+mod guest;
 #[path = "dispatch/owned.rs"]
 mod owned;
-#[path = "dispatch/python.rs"]
-mod python;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -359,15 +361,29 @@ fn main() -> anyhow::Result<()> {
                     LoadOptions::default(),
                 )
                 .await?;
+            // The Go or the Python plugin, when that is the path asked for.
+            let foreign = match only.as_str() {
+                "go" | "python" => {
+                    let lang = if only == "go" { guest::GO } else { guest::PYTHON };
+                    let bytes = std::fs::read(guest::component(lang))?;
+                    Some(runtime.load(bytes, LoadOptions::default()).await?)
+                }
+                _ => None,
+            };
             let started = Instant::now();
             for _ in 0..calls {
                 let r = text_request.clone();
                 match only.as_str() {
+                    "go" | "python" => {
+                        let plugin = foreign.as_ref().expect("loaded above");
+                        let outcome = plugin.call(cluster.clone(), Call::reconcile(r)).await.outcome;
+                        anyhow::ensure!(outcome.is_success(), "{only}: {outcome}");
+                    }
                     "wasm" => anyhow::ensure!(plugin.call(cluster.clone(), Call::reconcile(r)).await.outcome.is_success()),
                     "noop" => anyhow::ensure!(noop.call(cluster.clone(), Call::reconcile(r)).await.outcome.is_success()),
                     "native" => native_reconcile(cluster.as_ref(), &name, &request).await?,
                     other => anyhow::bail!(
-                        "WASMOP_BENCH_ONLY is `{other}`; it takes `wasm`, `noop` or `native`"
+                        "WASMOP_BENCH_ONLY is `{other}`; it takes `wasm`, `noop`, `native`, `go` or `python`"
                     ),
                 }
             }
@@ -484,22 +500,26 @@ fn main() -> anyhow::Result<()> {
             us(w.median) - us(n.median),
             us(w.median) / us(n.median)
         );
-        // A Python call costs milliseconds, not microseconds: a twentieth as many calls.
-        let rust = python::Rust {
+        let rust = guest::Rust {
             plugin: &plugin,
             cluster: cluster.clone(),
             text_request: &text_request,
             value_request: &request,
         };
-        let python_cache = tempfile::tempdir()?;
-        python::run(
-            RuntimeConfig::default()
-                .concurrency(16)
-                .cache_dir(python_cache.path()),
-            rust,
-            (calls / 20).max(50),
-        )
-        .await?;
+        // A Python call costs milliseconds, not microseconds: a twentieth as many calls; a
+        // Go call tens to hundreds of microseconds: a fifth.
+        for (lang, share) in [(guest::PYTHON, 20), (guest::GO, 5)] {
+            let cache = tempfile::tempdir()?;
+            guest::run(
+                lang,
+                RuntimeConfig::default()
+                    .concurrency(16)
+                    .cache_dir(cache.path()),
+                &rust,
+                (calls / share).max(50),
+            )
+            .await?;
+        }
         // Each call of the listing way decodes 1,000 Jobs: a twentieth as many calls.
         owned::run((calls / 20).max(100)).await
     })

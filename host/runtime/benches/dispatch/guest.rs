@@ -1,14 +1,14 @@
-//! The Python `database-config` (`plugins/python/database-config`, a CPython component) on the
-//! same object, cluster and path as the Rust plugin, called interleaved with the Rust plugin
-//! and the native twin so that machine noise hits the three alike: what a reconcile costs
-//! when its logic is Python.
+//! The `database-config` of another language (the Python one, a CPython component, and the Go
+//! one, stock Go with wit-bindgen's Go bindings) on the same object, cluster and path as the
+//! Rust plugin, called interleaved with the Rust plugin and the native twin so that machine
+//! noise hits the three alike: what a reconcile costs when its logic is Python or Go.
 //!
-//! The component is built by `guest-sdk/python/build` (componentize-py), which the Rust test
-//! build cannot run, so it is taken from where the Python plugins' tests and `bench/run`
-//! section 8 build it, `target/python-plugins/database-config.wasm` (or the path in
-//! `WASMOP_BENCH_PYTHON`), and skipped with a message saying how to build it when missing.
-//! It is compiled here with Cranelift into a fresh cache (tens of seconds: ~19 MB of
-//! CPython), as the Rust plugin is.
+//! The components are built by their SDKs' build commands (`guest-sdk/python/build`,
+//! `guest-sdk/go/build`), which the Rust test build cannot run, so each is taken from where
+//! its plugins' tests and `bench/run` build it, `target/<lang>-plugins/database-config.wasm`
+//! (or the path in `WASMOP_BENCH_PYTHON` / `WASMOP_BENCH_GO`), and skipped with a message
+//! saying how to build it when missing. Each is compiled here with Cranelift into a fresh
+//! cache, as the Rust plugin is (tens of seconds for ~19 MB of CPython, seconds for Go).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,12 +19,52 @@ use wasmop_runtime::{Call, LoadOptions, Outcome, Plugin, Request, Runtime, Runti
 
 use super::{native_reconcile, stats, us};
 
-/// Where the Python component is read from.
-fn component() -> PathBuf {
-    std::env::var_os("WASMOP_BENCH_PYTHON").map_or_else(
+/// A language whose `database-config` is measured.
+#[derive(Clone, Copy)]
+pub struct Language {
+    /// Lowercase, as the output's lines start (`python reconcile:`; `bench/run` parses them).
+    pub label: &'static str,
+    /// The variable that names another component to measure.
+    pub env: &'static str,
+    /// The SDK's build command and the directory of the plugins, relative to the workspace.
+    pub build: &'static str,
+    /// The plugins' directory, relative to the workspace.
+    pub plugins: &'static str,
+    /// What else builds it (tests, a `bench/run` section), for the skip message.
+    pub also: &'static str,
+}
+
+/// The Python `database-config` (componentize-py).
+pub const PYTHON: Language = Language {
+    label: "python",
+    env: "WASMOP_BENCH_PYTHON",
+    build: "guest-sdk/python/build",
+    plugins: "plugins/python",
+    also: "`cargo test -p wasmop-python-plugins` or `bench/run --only 8`",
+};
+
+/// The Go `database-config` (stock Go, `GOOS=wasip1`).
+pub const GO: Language = Language {
+    label: "go",
+    env: "WASMOP_BENCH_GO",
+    build: "guest-sdk/go/build",
+    plugins: "plugins/go",
+    also: "`cargo test -p wasmop-go-plugins`",
+};
+
+/// The workspace root (this crate is `host/runtime`).
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where the component of `lang` is read from.
+pub fn component(lang: Language) -> PathBuf {
+    std::env::var_os(lang.env).map_or_else(
         || {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../target/python-plugins/database-config.wasm")
+            workspace().join(format!(
+                "target/{}-plugins/database-config.wasm",
+                lang.label
+            ))
         },
         PathBuf::from,
     )
@@ -43,40 +83,50 @@ pub struct Rust<'a> {
     pub value_request: &'a Request,
 }
 
-/// Loads the Python plugin (compiled by Cranelift into the cache of `config`) and
-/// measures `calls` reconciles of each of the three, interleaved, after a tenth as many
+/// Loads the `database-config` of `lang` (compiled by Cranelift into the cache of `config`)
+/// and measures `calls` reconciles of each of the three, interleaved, after a tenth as many
 /// warm-up calls.
-pub async fn run(config: RuntimeConfig, rust: Rust<'_>, calls: usize) -> anyhow::Result<()> {
-    let path = component();
+pub async fn run(
+    lang: Language,
+    config: RuntimeConfig,
+    rust: &Rust<'_>,
+    calls: usize,
+) -> anyhow::Result<()> {
+    let label = lang.label;
+    let path = component(lang);
     if !path.is_file() {
         println!(
-            "  python:            skipped: {} is not built (build it with \
-             `guest-sdk/python/build plugins/python/database-config -o {}`, or run \
-             `cargo test -p wasmop-python-plugins` or `bench/run --only 8`)",
+            "  {label}:{:pad$}skipped: {} is not built (build it with `{} {}/database-config \
+             -o {}`, or run {})",
+            "",
             path.display(),
-            path.display()
+            lang.build,
+            lang.plugins,
+            path.display(),
+            lang.also,
+            pad = 18 - label.len(),
         );
         return Ok(());
     }
     let bytes = std::fs::read(&path)?;
     let runtime = Runtime::new(config)?;
     let started = Instant::now();
-    let python = runtime.load(bytes.clone(), LoadOptions::default()).await?;
+    let guest = runtime.load(bytes.clone(), LoadOptions::default()).await?;
     let load = started.elapsed();
     let name = rust.plugin.info().name.clone();
     let call = |plugin| reconcile(plugin, &rust.cluster, rust.text_request);
-    let first = call(&python).await;
+    let first = call(&guest).await;
     anyhow::ensure!(
         first == Outcome::Action(wasmop_runtime::Action::Done),
-        "the Python database-config failed: {first}"
+        "the {label} database-config failed: {first}"
     );
     let warmup = calls / 10;
-    let (mut py, mut rs, mut native) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut other, mut rs, mut native) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..(warmup + calls) {
         let t = Instant::now();
-        let outcome = call(&python).await;
-        let p = t.elapsed();
-        anyhow::ensure!(outcome.is_success(), "python: {outcome}");
+        let outcome = call(&guest).await;
+        let g = t.elapsed();
+        anyhow::ensure!(outcome.is_success(), "{label}: {outcome}");
         let t = Instant::now();
         let outcome = call(rust.plugin).await;
         let r = t.elapsed();
@@ -85,32 +135,37 @@ pub async fn run(config: RuntimeConfig, rust: Rust<'_>, calls: usize) -> anyhow:
         native_reconcile(rust.cluster.as_ref(), &name, rust.value_request).await?;
         let n = t.elapsed();
         if i >= warmup {
-            py.push(p);
+            other.push(g);
             rs.push(r);
             native.push(n);
         }
     }
-    let (p, r, n) = (stats(py), stats(rs), stats(native));
+    let (g, r, n) = (stats(other), stats(rs), stats(native));
     println!(
-        "python database-config: {calls} calls each after {warmup} warm-up calls, interleaved with the Rust plugin and the native twin"
+        "{label} database-config: {calls} calls each after {warmup} warm-up calls, interleaved with the Rust plugin and the native twin"
     );
-    println!(
-        "  python component:  {} bytes ({})",
-        bytes.len(),
-        path.display()
+    line(
+        &format!("{label} component:"),
+        &format!("{} bytes ({})", bytes.len(), path.display()),
     );
-    println!(
-        "  python compile:    {:.1} ms Cranelift (load incl. describe: {:.1} ms)",
-        python.load_stats().compile_time.as_secs_f64() * 1e3,
-        load.as_secs_f64() * 1e3
+    line(
+        &format!("{label} compile:"),
+        &format!(
+            "{:.1} ms Cranelift (load incl. describe: {:.1} ms)",
+            guest.load_stats().compile_time.as_secs_f64() * 1e3,
+            load.as_secs_f64() * 1e3
+        ),
     );
-    line("python reconcile:", &p);
-    line("rust reconcile:", &r);
-    line("native reconcile:", &n);
-    println!(
-        "  python ratio:      {:.2}x the Rust plugin, {:.2}x native (medians)",
-        us(p.median) / us(r.median),
-        us(p.median) / us(n.median)
+    timing(&format!("{label} reconcile:"), &g);
+    timing("rust reconcile:", &r);
+    timing("native reconcile:", &n);
+    line(
+        &format!("{label} ratio:"),
+        &format!(
+            "{:.2}x the Rust plugin, {:.2}x native (medians)",
+            us(g.median) / us(r.median),
+            us(g.median) / us(n.median)
+        ),
     );
     Ok(())
 }
@@ -123,10 +178,13 @@ async fn reconcile(plugin: &Plugin, cluster: &Arc<dyn Cluster>, request: &Reques
         .outcome
 }
 
-fn line(label: &str, s: &super::Stats) {
-    println!(
-        "  {label:<18} median {:9.2} µs   p99 {:9.2} µs",
-        us(s.median),
-        us(s.p99)
+fn line(label: &str, text: &str) {
+    println!("  {label:<18} {text}");
+}
+
+fn timing(label: &str, s: &super::Stats) {
+    line(
+        label,
+        &format!("median {:9.2} µs   p99 {:9.2} µs", us(s.median), us(s.p99)),
     );
 }
