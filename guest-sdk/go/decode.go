@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // decode decodes JSON data into into (a non-nil pointer) as encoding/json does, after
@@ -49,6 +50,19 @@ type field struct {
 	key      string
 	typ      reflect.Type
 	required bool
+}
+
+// fieldCache holds fields' answer per struct type: computing it with reflection on every
+// decode cost a Go plugin's call more than the decode itself.
+var fieldCache sync.Map // reflect.Type -> []field
+
+// cachedFields is fields(t), computed once per type.
+func cachedFields(t reflect.Type) []field {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.([]field)
+	}
+	fs, _ := fieldCache.LoadOrStore(t, fields(t))
+	return fs.([]field)
 }
 
 // fields lists a struct type's JSON fields, untagged embedded structs inlined.
@@ -122,7 +136,7 @@ func check(t reflect.Type, value any, path string, strict bool) error {
 		if !ok {
 			return nil // not an object: encoding/json reports the type
 		}
-		fs := fields(t)
+		fs := cachedFields(t)
 		keys := make([]string, len(fs))
 		for i, f := range fs {
 			keys[i] = f.key

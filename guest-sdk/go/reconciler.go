@@ -65,6 +65,7 @@ func Register[T Object](r Reconciler[T]) {
 	if t == nil || t.Kind() != reflect.Pointer {
 		panic(fmt.Sprintf("wasmop.Register: the object type %v must be a pointer to a struct", t))
 	}
+	warm(t.Elem())
 	registered = &plugin{
 		describe: r.Describe,
 		call: func(ctx *Context, cleanup bool, raw RawObject) (Action, error) {

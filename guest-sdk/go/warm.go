@@ -1,0 +1,57 @@
+package wasmop
+
+import (
+	"encoding/json"
+	"reflect"
+)
+
+// warm fills, for t and every type reachable from its fields, the caches that decoding and
+// encoding fill on first use: encoding/json's per-type field lists and encoders, and the
+// SDK's own field lists (cachedFields). A plugin's component is pre-initialised at build
+// time (guest-sdk/go/build): what init functions leave in memory, every call starts with,
+// and what a call computes is lost with its instance. Filled here, from Register and this
+// package's init, the caches are part of that state, where a call would otherwise rebuild
+// them with reflection every time (the bigger part of a small reconcile's cost).
+//
+// Best effort: a type whose encoding fails or panics on its zero value is left for the
+// call to cache as before.
+func warm(t reflect.Type) {
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		if seen[t] {
+			return
+		}
+		seen[t] = true
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			walk(t.Elem())
+		case reflect.Map:
+			walk(t.Key())
+			walk(t.Elem())
+		case reflect.Struct:
+			for _, f := range cachedFields(t) {
+				walk(f.typ)
+			}
+			for i := range t.NumField() {
+				if f := t.Field(i); f.Anonymous {
+					walk(f.Type)
+				}
+			}
+		}
+	}
+	walk(t)
+	func() {
+		defer func() { _ = recover() }()
+		v := reflect.New(t).Interface()
+		_, _ = json.Marshal(v)
+		_ = json.Unmarshal([]byte("{}"), v)
+	}()
+}
+
+// The SDK's own types, which every call decodes or writes.
+func init() {
+	for _, v := range []any{RawObject{}, ConfigMap{}, Namespace{}, Condition{}, OwnerReference{}} {
+		warm(reflect.TypeOf(v))
+	}
+}
