@@ -26,6 +26,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use sha2::{Digest as _, Sha256};
+use wasmop_core::plugin::text::Escaped;
 use wasmtime::{Config, Engine, Instance, Linker, Module, Store, Strategy, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -153,13 +154,17 @@ fn preinitialise(wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
     futures::executor::block_on(wizer.snapshot(&cx, &mut state)).map_err(anyhow::Error::from)
 }
 
-/// Shows what the start-up printed on `stream`, if anything.
+/// Shows what the start-up printed on `stream`, if anything, a line at a time, each escaped
+/// as the host escapes everything a plugin says (`wasmop_core::plugin::text`): a plugin's
+/// init code (or a dependency's) must not be able to rewrite the terminal of whoever builds
+/// it. The pipe's cap bounds the amount.
 fn show(stream: &str, bytes: &[u8]) {
-    if !bytes.is_empty() {
-        eprintln!(
-            "wasmop-go-preinit: the start-up wrote to {stream}:\n{}",
-            String::from_utf8_lossy(bytes).trim_end()
-        );
+    if bytes.is_empty() {
+        return;
+    }
+    eprintln!("wasmop-go-preinit: the start-up wrote to {stream}:");
+    for line in String::from_utf8_lossy(bytes).lines() {
+        eprintln!("{}", Escaped(line));
     }
 }
 

@@ -30,6 +30,7 @@ fn reactor(init: &str) -> Vec<u8> {
             (memory (export "memory") 1)
             (global $state (mut i32) (i32.const 0))
             (data (i32.const 256) "started\n")
+            (data (i32.const 512) "\1b[2J\0dbuild ok\0a")
             (func (export "_initialize") {init})
             (func (export "state") (result i32) global.get $state)
             (func (export "load") (param i32) (result i64) local.get 0 i64.load))"#
@@ -150,6 +151,24 @@ fn what_the_start_up_prints_is_shown() {
     assert!(
         stderr.contains("the start-up wrote to stdout:\nstarted"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn what_the_start_up_prints_cannot_forge_lines_or_drive_the_terminal() {
+    // "\x1b[2J" (clear the screen), then a carriage return and a forged line.
+    let (ok, stderr, _, _) = preinit(&reactor(
+        r#"(i32.store (i32.const 0) (i32.const 512)) (i32.store (i32.const 4) (i32.const 14))
+           (drop (call $write (i32.const 2) (i32.const 0) (i32.const 1) (i32.const 8)))"#,
+    ));
+    assert!(ok, "{stderr}");
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\r'),
+        "{stderr:?}"
+    );
+    assert!(
+        stderr.contains("the start-up wrote to stderr:\n\\u{1b}[2J\\rbuild ok"),
+        "{stderr:?}"
     );
 }
 
