@@ -9,6 +9,9 @@ fn wasmop(args: &[&std::ffi::OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args(args)
         .env("WASMOP_LOG", "error")
+        // No artefact cache unless a test asks for one: a developer's `WASMOP_CACHE_DIR`
+        // (which also moves `./dev`'s tool cache) would make `check` load from it.
+        .env_remove("WASMOP_CACHE_DIR")
         .output()
         .expect("wasmop runs")
 }

@@ -248,6 +248,10 @@ impl Host {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .env("WASMOP_LOG", "info,wasmop=debug")
+            // The test's config says where the artefacts go, or that none are kept: a
+            // developer's `WASMOP_CACHE_DIR` (which also moves `./dev`'s tool cache) must not
+            // add a cache the test does not expect.
+            .env_remove("WASMOP_CACHE_DIR")
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log file"))
             .stderr(out)
