@@ -1,6 +1,7 @@
 //! Tests of the `wasmop` binary: `check` output and exit codes for good and bad files, and
 //! `test` with and without `--expect`: `--bless`, `--now`, plugin log lines in the report,
-//! resourceVersions kept as given, and the exit codes each command's `--help` documents.
+//! resourceVersions kept as given, and the exit codes each command's `--help` documents; and a
+//! component compressed with zstd, which every command takes as the component it holds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -160,6 +161,67 @@ fn compiled_artefacts_load_and_a_bad_or_foreign_one_falls_back_to_compiling() {
         text(&refused.stderr).contains(&bad.display().to_string()),
         "{}",
         text(&refused.stderr)
+    );
+}
+
+/// `path` compressed with `zstd -19` (Debian's zstd, which `./dev setup` installs) into
+/// `dir`, as `<file name>.zst`.
+fn zstd(path: &str, dir: &Path) -> String {
+    let out = dir.join(format!(
+        "{}.zst",
+        Path::new(path)
+            .file_name()
+            .expect("a file")
+            .to_string_lossy()
+    ));
+    let status = Command::new("zstd")
+        .args(["-19", "-q", "-f", path, "-o"])
+        .arg(&out)
+        .status()
+        .expect("zstd runs (Debian's zstd; ./dev setup installs it)");
+    assert!(status.success(), "zstd failed on {path}");
+    out.display().to_string()
+}
+
+#[test]
+fn a_compressed_component_is_the_same_plugin_version_as_the_component() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain = guest("noop");
+    let packed = zstd(&plain, dir.path());
+    assert!(
+        std::fs::metadata(&packed).expect("zst").len()
+            < std::fs::metadata(&plain).expect("wasm").len()
+    );
+    let digest = |path: &str| {
+        let out = run(&["check", path]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        stdout
+            .lines()
+            .find(|l| l.starts_with("digest:"))
+            .unwrap_or_else(|| panic!("no digest in:\n{stdout}"))
+            .to_owned()
+    };
+    assert_eq!(digest(&packed), digest(&plain));
+
+    // `wasmop compile` of the compressed file makes the artefacts the plain one loads.
+    let out = dir.path().join("artefacts").display().to_string();
+    let made = run(&["compile", "--out", &out, &packed]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let check = run(&["check", "--precompiled-dir", &out, &plain]);
+    assert!(
+        text(&check.stdout).contains("(precompiled by wasmop compile)"),
+        "{}",
+        text(&check.stdout)
+    );
+
+    // A damaged frame is refused, named, with the reason.
+    let bytes = std::fs::read(&packed).expect("zst");
+    let cut = dir.path().join("cut.wasm.zst");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+    check_fails(
+        &cut.display().to_string(),
+        "compressed with zstd, but the frame cannot be decoded",
     );
 }
 

@@ -2,7 +2,8 @@
 //!
 //! A source is a directory of `*.wasm` files ([`directory`]: a volume or a mounted ConfigMap,
 //! watched with `notify`) or a ConfigMap read through the API ([`configmap`]: its `binaryData`
-//! keys ending in `.wasm`). Each source task sends [`Update`]s: the whole current set of its
+//! keys ending in `.wasm`). Either may also hold `*.wasm.zst`, a component compressed with
+//! zstd, which the runtime decompresses (within [`MAX_COMPONENT_LEN`]) when it loads it. Each source task sends [`Update`]s: the whole current set of its
 //! components, every time the source changed. The registry compares that set with what it runs
 //! (by sha256), so a source never has to say what changed, and the same bytes again are a no-op.
 //!
@@ -17,7 +18,7 @@ pub mod directory;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use wasmop_core::plugin::{ComponentBytes, Digest};
+use wasmop_core::plugin::{ComponentBytes, Digest, MAX_COMPONENT_LEN, is_component_key};
 
 /// One configured source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +117,18 @@ pub enum SourceError {
         #[source]
         source: notify::Error,
     },
+    /// A component file is larger than any component may be.
+    #[error(
+        "the plugin file {} is {len} bytes, over the {MAX_COMPONENT_LEN} bytes a component may \
+         be",
+        .path.display()
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+    },
     /// A ConfigMap key ending in `.wasm` is under `data` (text), where a component cannot be.
     #[error(
         "ConfigMap {namespace}/{name} holds `{key}` under `data`; a component is binary and \
@@ -131,9 +144,10 @@ pub enum SourceError {
     },
 }
 
-/// Reads every `*.wasm` file directly in `dir`, in name order. Other files and hidden entries
-/// (a ConfigMap mount's `..data` link and `..<timestamp>` directories) are ignored; a
-/// `*.wasm` symlink into `..data` (how the kubelet lays out a mounted ConfigMap) is followed.
+/// Reads every `*.wasm` and `*.wasm.zst` file directly in `dir`, in name order. Other files
+/// and hidden entries (a ConfigMap mount's `..data` link and `..<timestamp>` directories) are
+/// ignored; a symlink into `..data` (how the kubelet lays out a mounted ConfigMap) is followed.
+/// A file over [`MAX_COMPONENT_LEN`] is an error, found before it is read.
 pub(crate) async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceError> {
     let list_error = |source| SourceError::List {
         dir: dir.to_owned(),
@@ -143,7 +157,7 @@ pub(crate) async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceE
     let mut keys = Vec::new();
     while let Some(entry) = entries.next_entry().await.map_err(list_error)? {
         let key = entry.file_name().to_string_lossy().into_owned();
-        if key.ends_with(".wasm") && !key.starts_with('.') {
+        if is_component_key(&key) {
             keys.push(key);
         }
     }
@@ -151,15 +165,44 @@ pub(crate) async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceE
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let path = dir.join(&key);
-        match tokio::fs::read(&path).await {
+        match read_bounded(&path).await {
             Ok(bytes) => out.push(Component::new(key, bytes)),
             // Deleted (or its `..data` target swapped away) between the listing and the read:
             // it is not part of this snapshot; the change that removed it triggers another.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(SourceError::Read { path, source }),
+            Err(SourceError::Read { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
         }
     }
     Ok(out)
+}
+
+/// Reads the file at `path`, refusing one over [`MAX_COMPONENT_LEN`] bytes: by its length
+/// first, and by what the read returns (a file that grew since).
+async fn read_bounded(path: &Path) -> Result<Vec<u8>, SourceError> {
+    use tokio::io::AsyncReadExt;
+    let read_error = |source| SourceError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = tokio::fs::File::open(path).await.map_err(read_error)?;
+    let len = file.metadata().await.map_err(read_error)?.len();
+    let too_large = |len| SourceError::TooLarge {
+        path: path.to_owned(),
+        len,
+    };
+    if len > MAX_COMPONENT_LEN as u64 {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(MAX_COMPONENT_LEN as u64 + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(read_error)?;
+    if bytes.len() > MAX_COMPONENT_LEN {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -169,15 +212,40 @@ mod tests {
     #[tokio::test]
     async fn reads_only_wasm_files_in_name_order() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for name in ["b.wasm", "a.wasm", "notes.txt", ".hidden.wasm"] {
+        for name in [
+            "b.wasm",
+            "a.wasm",
+            "c.wasm.zst",
+            "d.wasm.gz",
+            "notes.txt",
+            ".hidden.wasm",
+            ".hidden.wasm.zst",
+        ] {
             tokio::fs::write(dir.path().join(name), name)
                 .await
                 .expect("write");
         }
         let found = read_directory(dir.path()).await.expect("read");
         let names: Vec<_> = found.iter().map(|c| c.key.as_str()).collect();
-        assert_eq!(names, ["a.wasm", "b.wasm"]);
+        assert_eq!(names, ["a.wasm", "b.wasm", "c.wasm.zst"]);
         assert_eq!(found[0].bytes(), b"a.wasm");
+    }
+
+    #[tokio::test]
+    async fn a_file_larger_than_a_component_may_be_is_refused_unread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Sparse: no disk is written, and the read would take 128 MiB of memory.
+        let file = std::fs::File::create(dir.path().join("huge.wasm")).expect("create");
+        file.set_len(MAX_COMPONENT_LEN as u64 + 1).expect("set_len");
+        let err = read_directory(dir.path()).await.expect_err("too large");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the plugin file {}/huge.wasm is 134217729 bytes, over the 134217728 bytes a \
+                 component may be",
+                dir.path().display()
+            )
+        );
     }
 
     #[tokio::test]

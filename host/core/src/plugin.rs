@@ -225,6 +225,18 @@ impl From<[u8; 32]> for Digest {
     }
 }
 
+/// The most bytes a component may have, as a source holds it or once decompressed: far above
+/// any plugin seen (a Python plugin, CPython included, is about 19 MB), and a bound on what
+/// a source read or a compressed component's expansion can make the host hold.
+pub const MAX_COMPONENT_LEN: usize = 128 << 20;
+
+/// Whether `key` (a file name in a directory source, a key in a ConfigMap) names a
+/// component: it ends in `.wasm`, or `.wasm.zst` for one compressed with zstd, and is not
+/// hidden (a mounted ConfigMap's `..data` entries are).
+pub fn is_component_key(key: &str) -> bool {
+    (key.ends_with(".wasm") || key.ends_with(".wasm.zst")) && !key.starts_with('.')
+}
+
 /// A component's bytes with their [`Digest`], hashed once where the bytes are read: the
 /// registry compares versions by it and the loader finds the cached artefact by it, and
 /// hashing a component twice was a measurable part of start-up. The fields are private, so

@@ -29,6 +29,7 @@ mod hostcalls;
 mod lane;
 mod loader;
 mod outcome;
+pub mod packed;
 pub mod precompiled;
 mod request;
 mod settings;

@@ -40,6 +40,9 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The bytes are a zstd frame that does not decompress to a component.
+    #[error(transparent)]
+    Unpack(#[from] super::packed::UnpackError),
     /// The bytes are not WebAssembly.
     #[error("not a WebAssembly file: it does not start with the `\\0asm` magic number")]
     NotWasm,
@@ -240,6 +243,8 @@ fn compile(
 /// Starts compiling `bytes` ahead of its load (see [`super::ahead`]), when they frame a whole
 /// component.
 pub(crate) fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
+    // Not a compressed one: its digest (the work's key) is known only once it is decompressed,
+    // which is the load's to do, off this (the registry's) task.
     if check_framing(component.bytes()).is_err() {
         return;
     }
@@ -257,6 +262,16 @@ pub(crate) async fn load(
     component: ComponentBytes,
     options: LoadOptions,
 ) -> Result<super::Plugin, LoadError> {
+    // A compressed component is decompressed first (bounded: see `packed`), on a blocking
+    // thread: a Go plugin's takes milliseconds, but a frame made to expand to the bound takes
+    // longer than an async thread may be held.
+    let component = if super::packed::is_compressed(component.bytes()) {
+        tokio::task::spawn_blocking(move || super::packed::unpack(component))
+            .await
+            .map_err(LoadError::Task)??
+    } else {
+        component
+    };
     check_framing(component.bytes())?;
     let limits = check_options(runtime, &options)?;
     let digest = component.digest();

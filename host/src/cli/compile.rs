@@ -67,6 +67,10 @@ pub(crate) async fn run(raw: RawCompile) -> anyhow::Result<Exit> {
         let bytes = tokio::fs::read(file)
             .await
             .with_context(|| format!("cannot read {}", file.display()))?;
+        // The artefact is the component's, compressed or not: the same digest either way.
+        let bytes = wasmop_runtime::packed::unpack(bytes.into())
+            .with_context(|| format!("cannot decompress {}", file.display()))?
+            .into_bytes();
         let digest = plugin.digest();
         let (config, target, out) = (host.clone(), raw.target.clone(), raw.out.clone());
         let written = tokio::task::spawn_blocking(move || {

@@ -3,7 +3,9 @@
 //! converging Databases into ConfigMaps and Ready conditions, then a changed build of it
 //! dropped into the directory hot-reloaded and serving the next reconcile, with no reconcile
 //! failing on the way; and the other two Go example plugins doing on the cluster what their
-//! Rust twins do (`run.rs`'s scenario functions, as `python.rs` runs them for the Python twins).
+//! Rust twins do (`run.rs`'s scenario functions, as `python.rs` runs them for the Python twins);
+//! and the Go `database-config` shipped the way a Go plugin fits a ConfigMap, compressed with
+//! `zstd -19`, beside a zstd bomb in the same ConfigMap that is refused on its own.
 //!
 //! As in `python.rs`, the host keeps its artefacts in a `cacheDirectory` under
 //! `target/go-plugins/artefacts/e2e*` (as a deployed host does; stale ones pruned). Loads are
@@ -15,9 +17,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use crate::harness::{Host, confined, message};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use wasmop_testenv::TestEnv;
 
 use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
@@ -153,5 +161,114 @@ async fn go_namespace_defaults_and_configmap_mirror_do_what_their_rust_twins_do(
     put_as(host.plugin_dir(), "configmap-mirror.wasm", &mirror).await;
     crate::run::namespace_defaults_gives_its_defaults(&env).await;
     crate::run::configmap_mirror_copies_and_cleans_up(&env).await;
+    host.stop().await;
+}
+
+/// The ConfigMap source's name: the one `deploy/rbac/rbac.yaml` lets the host read.
+const PLUGINS: &str = "wasmop-plugins";
+
+/// The most a ConfigMap may hold: the API server refuses more (`Too long: must have at most
+/// 1048576 bytes`).
+const CONFIGMAP_LIMIT: usize = 1 << 20;
+
+/// `input` compressed as the README tells an author to: `zstd -19` (Debian's `zstd`, which
+/// `./dev setup` installs).
+fn zstd(args: &[&str], input: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("zstd")
+        .args(args)
+        .args(["-q", "-c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("zstd runs (Debian's zstd; ./dev setup installs it)");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "zstd {args:?} failed");
+    out.stdout
+}
+
+/// The Go `database-config` compressed with `zstd -19`, beside its component.
+fn compressed(component: &Path) -> PathBuf {
+    let out = component.with_extension("wasm.zst");
+    std::fs::write(&out, zstd(&["-19"], &std::fs::read(component).unwrap())).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn go_database_config_ships_compressed_in_a_configmap_beside_a_refused_zstd_bomb() {
+    let component = wasmop_go_plugins::component("database-config");
+    let packed = std::fs::read(compressed(&component)).unwrap();
+    assert!(
+        packed.len() < CONFIGMAP_LIMIT,
+        "the compressed Go database-config is {} bytes: over a ConfigMap's {CONFIGMAP_LIMIT}",
+        packed.len()
+    );
+    // 129 MiB of zeros, a few KB compressed: one MiB more than a component may be.
+    let bomb = zstd(&["-19"], &vec![0u8; 129usize << 20]);
+    let cache = wasmop_go_plugins::out_dir().join("artefacts/e2e-configmap");
+    prune(&cache, &[&component]);
+
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(PLUGINS.into());
+    cm.binary_data = Some(BTreeMap::from([
+        ("bomb.wasm.zst".to_owned(), ByteString(bomb)),
+        ("database-config.wasm.zst".to_owned(), ByteString(packed)),
+    ]));
+    Api::<ConfigMap>::namespaced(env.client(), env.namespace())
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let config = format!(
+        "cacheDirectory: {}\n{}",
+        cache.display(),
+        confined(&env, &["database-config"], "")
+    );
+    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    let mut host = Host::start_with_sources(&env, &[], &[&source], &config).await;
+
+    let refused = host
+        .wait_log("the zstd bomb to be refused", |l| {
+            message(l) == "plugin version rejected" && l["fields"]["key"] == "bomb.wasm.zst"
+        })
+        .await;
+    let error = refused["fields"]["error"].as_str().unwrap();
+    assert_eq!(
+        error,
+        format!(
+            "`bomb.wasm.zst` in ConfigMap {}/{PLUGINS} cannot be loaded: compressed with zstd, \
+             but it decompresses to more than the 134217728 bytes a component may be",
+            env.namespace()
+        )
+    );
+
+    for name in ["db-0", "db-1"] {
+        apply_database(&env, name, &format!("{name}.internal")).await;
+        let cm = wait_config(&env, name, "host", &format!("{name}.internal")).await;
+        assert_eq!(
+            cm.data.as_ref().unwrap()["url"],
+            format!("postgres://{name}.internal:5432")
+        );
+        assert_eq!(wait_ready(&env, name).await, 1);
+    }
+    // The version the host runs is the component's own: its digest is the decompressed
+    // bytes', so `wasmop compile`'s artefacts of the plain file serve the compressed one.
+    let loaded = host
+        .wait_log("the compressed plugin's load", |l| {
+            message(l) == "plugin loaded" && l["fields"]["plugin"] == "database-config"
+        })
+        .await;
+    let digest = wasmop_core::Digest::of(&std::fs::read(&component).unwrap());
+    assert_eq!(loaded["fields"]["digest"], digest.short());
+    assert_eq!(
+        host.metric(FAILED).await,
+        0.0,
+        "a reconcile failed; log:\n{}",
+        host.log_text()
+    );
     host.stop().await;
 }

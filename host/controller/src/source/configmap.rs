@@ -1,4 +1,5 @@
-//! A ConfigMap source read through the API: its `binaryData` keys ending in `.wasm`.
+//! A ConfigMap source read through the API: its `binaryData` keys ending in `.wasm` (or
+//! `.wasm.zst`: compressed with zstd, which is how a Go plugin fits; see the README).
 //!
 //! Reading the ConfigMap through a watch makes an update take effect as soon as the API
 //! server has it, instead of after the kubelet's sync of a mounted ConfigMap (up to about a
@@ -29,11 +30,12 @@ use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
 
 use super::{Component, SourceError, Update};
+use wasmop_core::plugin::is_component_key;
 
-/// The components a ConfigMap holds: its `binaryData` keys ending in `.wasm`, in key order, or
-/// the first `.wasm` key found under `data` instead.
+/// The components a ConfigMap holds: its `binaryData` keys ending in `.wasm` or `.wasm.zst`,
+/// in key order, or the first such key found under `data` instead.
 pub(crate) fn components(cm: &ConfigMap) -> Result<Vec<Component>, SourceError> {
-    let is_component = |key: &String| key.ends_with(".wasm") && !key.starts_with('.');
+    let is_component = |key: &String| is_component_key(key);
     if let Some(key) = cm
         .data
         .iter()
@@ -135,11 +137,17 @@ mod tests {
     fn only_binary_wasm_keys_are_components() {
         let found = components(&cm(
             &[("README", "text")],
-            &[("b.wasm", b"b"), ("a.wasm", b"a"), ("logo.png", b"p")],
+            &[
+                ("b.wasm", b"b"),
+                ("a.wasm", b"a"),
+                ("c.wasm.zst", b"c"),
+                ("logo.png", b"p"),
+                ("d.wasm.gz", b"d"),
+            ],
         ))
         .expect("valid");
         let keys: Vec<_> = found.iter().map(|c| c.key.as_str()).collect();
-        assert_eq!(keys, ["a.wasm", "b.wasm"]);
+        assert_eq!(keys, ["a.wasm", "b.wasm", "c.wasm.zst"]);
         assert_eq!(found[0].bytes(), b"a");
     }
 
