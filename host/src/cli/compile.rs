@@ -60,17 +60,18 @@ pub(crate) async fn run(raw: RawCompile) -> anyhow::Result<Exit> {
     )
     .context("cannot start the plugin runtime")?;
     for file in &raw.files {
-        let plugin = checker
-            .load_file(file, LoadOptions::default())
-            .await
-            .with_context(|| format!("{} is not a usable plugin", file.display()))?;
+        // Read and (if compressed) decompressed once: the check below and the artefact are of
+        // the component itself, so its digest is the same as the plain file's.
         let bytes = tokio::fs::read(file)
             .await
             .with_context(|| format!("cannot read {}", file.display()))?;
-        // The artefact is the component's, compressed or not: the same digest either way.
-        let bytes = wasmop_runtime::packed::unpack(bytes.into())
-            .with_context(|| format!("cannot decompress {}", file.display()))?
-            .into_bytes();
+        let component = wasmop_runtime::packed::unpack(bytes.into())
+            .with_context(|| format!("{} is not a usable plugin", file.display()))?;
+        let plugin = checker
+            .load(component.clone(), LoadOptions::default())
+            .await
+            .with_context(|| format!("{} is not a usable plugin", file.display()))?;
+        let bytes = component.into_bytes();
         let digest = plugin.digest();
         let (config, target, out) = (host.clone(), raw.target.clone(), raw.out.clone());
         let written = tokio::task::spawn_blocking(move || {

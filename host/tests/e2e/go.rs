@@ -50,6 +50,16 @@ fn prune(cache: &Path, keep: &[&Path]) {
     wasmop_go_plugins::prune_artefacts(cache, &keep);
 }
 
+/// No reconcile of `database-config` failed (in the plugin or in the host around it).
+async fn assert_no_reconcile_failed(host: &Host) {
+    assert_eq!(
+        host.metric(FAILED).await,
+        0.0,
+        "a reconcile failed; log:\n{}",
+        host.log_text()
+    );
+}
+
 /// Puts the component at `from` into the plugin directory as the file `key` at once (written
 /// aside, then renamed over the old file, as `kubectl cp` or a CI job would).
 async fn put_as(dir: &Path, key: &str, from: &Path) {
@@ -130,12 +140,7 @@ async fn go_database_config_converges_databases_and_a_changed_build_is_hot_reloa
         "{SUCCEEDED} counts fewer reconciles than were made; metrics:\n{}",
         host.metrics().await
     );
-    assert_eq!(
-        host.metric(FAILED).await,
-        0.0,
-        "a reconcile failed; log:\n{}",
-        host.log_text()
-    );
+    assert_no_reconcile_failed(&host).await;
     host.stop().await;
 }
 
@@ -264,11 +269,6 @@ async fn go_database_config_ships_compressed_in_a_configmap_beside_a_refused_zst
         .await;
     let digest = wasmop_core::Digest::of(&std::fs::read(&component).unwrap());
     assert_eq!(loaded["fields"]["digest"], digest.short());
-    assert_eq!(
-        host.metric(FAILED).await,
-        0.0,
-        "a reconcile failed; log:\n{}",
-        host.log_text()
-    );
+    assert_no_reconcile_failed(&host).await;
     host.stop().await;
 }

@@ -35,13 +35,12 @@ use wasmop_core::plugin::is_component_key;
 /// The components a ConfigMap holds: its `binaryData` keys ending in `.wasm` or `.wasm.zst`,
 /// in key order, or the first such key found under `data` instead.
 pub(crate) fn components(cm: &ConfigMap) -> Result<Vec<Component>, SourceError> {
-    let is_component = |key: &String| is_component_key(key);
     if let Some(key) = cm
         .data
         .iter()
         .flatten()
         .map(|(k, _)| k)
-        .find(|k| is_component(k))
+        .find(|k| is_component_key(k))
     {
         return Err(SourceError::TextKey {
             namespace: cm.metadata.namespace.clone().unwrap_or_default(),
@@ -53,7 +52,7 @@ pub(crate) fn components(cm: &ConfigMap) -> Result<Vec<Component>, SourceError> 
         .binary_data
         .iter()
         .flatten()
-        .filter(|(k, _)| is_component(k))
+        .filter(|(k, _)| is_component_key(k))
         .map(|(key, bytes)| Component::new(key.clone(), bytes.0.clone()))
         .collect())
 }
