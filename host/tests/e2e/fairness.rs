@@ -9,16 +9,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Host, LogFormat, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored,
+    Host, LogFormat, PATIENCE, PLUGINS_CONFIGMAP, confined, message, object_ref,
+    plugins_configmap_source, put_plugins_configmap, targets, test_kinds, wait_mirrored,
 };
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use wasmop_core::plugin::text::is_unsafe;
 use wasmop_testenv::TestEnv;
 
@@ -162,32 +161,19 @@ async fn spinning_objects_are_held_to_the_floor_and_rate_limit_while_a_neighbour
     host.stop().await;
 }
 
-/// The ConfigMap source's name: the one `deploy/rbac/rbac.yaml` lets the host read.
-const PLUGINS: &str = "wasmop-plugins";
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_that_traps_every_other_call_is_reported_as_failing() {
     let env = TestEnv::start().await.unwrap();
     test_kinds(&env).await;
     // Served from a ConfigMap, so the host's PluginFailing Event has an object to be about.
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(PLUGINS.into());
     let bytes = std::fs::read(wasmop_test_guests::component("trap-alternating")).unwrap();
-    cm.binary_data = Some(BTreeMap::from([(
-        "trap-alternating.wasm".to_owned(),
-        ByteString(bytes),
-    )]));
-    let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    configmaps
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    put_plugins_configmap(&env, vec![("trap-alternating.wasm".to_owned(), bytes)]).await;
     let config = confined(
         &env,
         &["trap-alternating"],
         "    failureThreshold: 3\n    rollback: true\n",
     );
-    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    let source = plugins_configmap_source();
     let mut host = Host::start_with_sources(&env, &[], &[&source], &config).await;
     create_target(&env, "alt", Some("trap-alternating")).await;
 
@@ -201,6 +187,7 @@ async fn a_plugin_that_traps_every_other_call_is_reported_as_failing() {
         "{line}"
     );
     // Three traps, with the plugin's own errors between them: five calls at least.
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
     let counter = configmaps.get("alt-calls").await.unwrap();
     let calls: u32 = counter.data.unwrap()["n"].parse().unwrap();
     assert!(calls >= 5, "{calls} calls");
@@ -216,7 +203,8 @@ async fn a_plugin_that_traps_every_other_call_is_reported_as_failing() {
             .any(|e| {
                 e.reason.as_deref() == Some("PluginFailing")
                     && e.type_.as_deref() == Some("Warning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(PLUGINS)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                        == Some(PLUGINS_CONFIGMAP)
             });
         if failing {
             break;

@@ -17,15 +17,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::harness::{Host, confined, message};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use crate::harness::{
+    Host, PLUGINS_CONFIGMAP, confined, message, plugins_configmap_source, put_plugins_configmap,
+};
 use wasmop_testenv::TestEnv;
 
 use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
@@ -169,9 +167,6 @@ async fn go_namespace_defaults_and_configmap_mirror_do_what_their_rust_twins_do(
     host.stop().await;
 }
 
-/// The ConfigMap source's name: the one `deploy/rbac/rbac.yaml` lets the host read.
-const PLUGINS: &str = "wasmop-plugins";
-
 /// The most a ConfigMap may hold: the API server refuses more (`Too long: must have at most
 /// 1048576 bytes`).
 const CONFIGMAP_LIMIT: usize = 1 << 20;
@@ -218,22 +213,20 @@ async fn go_database_config_ships_compressed_in_a_configmap_beside_a_refused_zst
 
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(DATABASE_CRD).await.unwrap();
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(PLUGINS.into());
-    cm.binary_data = Some(BTreeMap::from([
-        ("bomb.wasm.zst".to_owned(), ByteString(bomb)),
-        ("database-config.wasm.zst".to_owned(), ByteString(packed)),
-    ]));
-    Api::<ConfigMap>::namespaced(env.client(), env.namespace())
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    put_plugins_configmap(
+        &env,
+        vec![
+            ("bomb.wasm.zst".to_owned(), bomb),
+            ("database-config.wasm.zst".to_owned(), packed),
+        ],
+    )
+    .await;
     let config = format!(
         "cacheDirectory: {}\n{}",
         cache.display(),
         confined(&env, &["database-config"], "")
     );
-    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    let source = plugins_configmap_source();
     let mut host = Host::start_with_sources(&env, &[], &[&source], &config).await;
 
     let refused = host
@@ -245,7 +238,7 @@ async fn go_database_config_ships_compressed_in_a_configmap_beside_a_refused_zst
     assert_eq!(
         error,
         format!(
-            "`bomb.wasm.zst` in ConfigMap {}/{PLUGINS} cannot be loaded: compressed with zstd, \
+            "`bomb.wasm.zst` in ConfigMap {}/{PLUGINS_CONFIGMAP} cannot be loaded: compressed with zstd, \
              but it decompresses to more than the 134217728 bytes a component may be",
             env.namespace()
         )

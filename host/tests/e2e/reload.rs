@@ -8,15 +8,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::harness::{Host, PATIENCE, message};
-use k8s_openapi::ByteString;
+use crate::harness::{
+    Host, PATIENCE, PLUGINS_CONFIGMAP, message, plugins_configmap_source, put_plugins_configmap,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use wasmop_testenv::TestEnv;
 
-/// The ConfigMap source's name: the one `deploy/rbac/rbac.yaml` lets the host read.
-const PLUGINS: &str = "wasmop-plugins";
 const KEY: &str = "reload-probe.wasm";
 
 fn guest(name: &str) -> Vec<u8> {
@@ -29,26 +28,11 @@ fn configmaps(env: &TestEnv) -> Api<ConfigMap> {
 
 /// Creates or replaces the plugin ConfigMap with `entries` (key, guest).
 async fn put_plugins(env: &TestEnv, entries: &[(&str, &str)]) {
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some(PLUGINS.into());
-    cm.binary_data = Some(
-        entries
-            .iter()
-            .map(|(key, name)| ((*key).to_owned(), ByteString(guest(name))))
-            .collect::<BTreeMap<_, _>>(),
-    );
-    let api = configmaps(env);
-    match api.get_opt(PLUGINS).await.unwrap() {
-        None => {
-            api.create(&PostParams::default(), &cm).await.unwrap();
-        }
-        Some(old) => {
-            cm.metadata.resource_version = old.metadata.resource_version;
-            api.replace(PLUGINS, &PostParams::default(), &cm)
-                .await
-                .unwrap();
-        }
-    }
+    let entries = entries
+        .iter()
+        .map(|(key, name)| ((*key).to_owned(), guest(name)))
+        .collect();
+    put_plugins_configmap(env, entries).await;
 }
 
 /// The host config: the plugin confined to the test's namespace (other tests run their own
@@ -62,7 +46,7 @@ fn config(env: &TestEnv) -> String {
 
 async fn start_with_configmap(env: &TestEnv, first: &str) -> Host {
     put_plugins(env, &[(KEY, first)]).await;
-    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    let source = plugins_configmap_source();
     Host::start_with_sources(env, &[], &[&source], &config(env)).await
 }
 
@@ -184,7 +168,10 @@ async fn bad_version_is_rejected_and_the_last_good_one_keeps_writing() {
         .into_iter()
         .find(|e| e.reason.as_deref() == Some("PluginRejected"))
         .expect("a PluginRejected Event");
-    assert_eq!(rejected.regarding.unwrap().name.as_deref(), Some(PLUGINS));
+    assert_eq!(
+        rejected.regarding.unwrap().name.as_deref(),
+        Some(PLUGINS_CONFIGMAP)
+    );
     assert_eq!(rejected.type_.as_deref(), Some("Warning"));
     host.stop().await;
 }
@@ -359,7 +346,7 @@ async fn a_cold_version_serves_at_once_and_its_cranelift_code_takes_over_without
 /// then swaps in the trapping version 4 and makes `a` reconcile again.
 async fn start_then_break(env: &TestEnv, rollback: bool) -> Host {
     put_plugins(env, &[(KEY, "reload-v1")]).await;
-    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    let source = plugins_configmap_source();
     let config = format!(
         "{}    failureThreshold: 2\n    rollback: {rollback}\n",
         config(env)
@@ -434,7 +421,7 @@ async fn failing_version_keeps_running_when_rollback_is_off() {
 async fn earlier_source_wins_a_plugin_name_and_the_later_one_takes_over_when_it_goes() {
     let env = TestEnv::start().await.unwrap();
     put_plugins(&env, &[(KEY, "reload-v2")]).await;
-    let source = format!("{{configMap: {{name: {PLUGINS}}}}}");
+    let source = plugins_configmap_source();
     // The plugin directory is the first source, the ConfigMap the second.
     let mut host = Host::start_with_sources(&env, &["reload-v1"], &[&source], &config(&env)).await;
     let line = host
@@ -444,7 +431,7 @@ async fn earlier_source_wins_a_plugin_name_and_the_later_one_takes_over_when_it_
         .await;
     let error = line["fields"]["error"].as_str().unwrap();
     assert!(
-        error.contains(&format!("`{KEY}` in ConfigMap {}/{PLUGINS} is refused: plugin `reload-probe` already comes from `reload-v1.wasm` in directory", env.namespace())),
+        error.contains(&format!("`{KEY}` in ConfigMap {}/{PLUGINS_CONFIGMAP} is refused: plugin `reload-probe` already comes from `reload-v1.wasm` in directory", env.namespace())),
         "{error}"
     );
     touch_input(&env, "a", &[]).await;

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::Deserialize;
 use serde_json::Value;
@@ -105,6 +105,39 @@ pub async fn test_kinds(env: &TestEnv) {
     env.apply_yaml(&fixture("test-plugins-rbac.yaml"))
         .await
         .expect("test plugins' RBAC");
+}
+
+/// The plugin ConfigMap's name: the one `deploy/rbac/rbac.yaml` lets the host read.
+pub const PLUGINS_CONFIGMAP: &str = "wasmop-plugins";
+
+/// The host config's source item for [`PLUGINS_CONFIGMAP`], for [`Host::start_with_sources`].
+pub fn plugins_configmap_source() -> String {
+    format!("{{configMap: {{name: {PLUGINS_CONFIGMAP}}}}}")
+}
+
+/// Creates, or replaces, [`PLUGINS_CONFIGMAP`] in the test's namespace, holding `entries`
+/// (key, component bytes) under `binaryData`.
+pub async fn put_plugins_configmap(env: &TestEnv, entries: Vec<(String, Vec<u8>)>) {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some(PLUGINS_CONFIGMAP.into());
+    cm.binary_data = Some(
+        entries
+            .into_iter()
+            .map(|(key, bytes)| (key, k8s_openapi::ByteString(bytes)))
+            .collect(),
+    );
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    match api.get_opt(PLUGINS_CONFIGMAP).await.unwrap() {
+        None => {
+            api.create(&PostParams::default(), &cm).await.unwrap();
+        }
+        Some(old) => {
+            cm.metadata.resource_version = old.metadata.resource_version;
+            api.replace(PLUGINS_CONFIGMAP, &PostParams::default(), &cm)
+                .await
+                .unwrap();
+        }
+    }
 }
 
 /// A host config confining every plugin to the test's namespace (so concurrent tests' hosts
