@@ -22,8 +22,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .common import (CONVERGE_TIMEOUT_S, ROOT, TARGET, Controller, converge_once, goal,
-                     histogram, log, log_fields, plugin_dir, run, settle_rss, wait_for_artefacts)
+from .common import (CONVERGE_TIMEOUT_S, ROOT, TARGET, Controller, artefact_mib, converge_once,
+                     goal, log, log_fields, plugin_dir, reconciles, run, settle_rss,
+                     wait_for_artefacts)
 
 DATABASE = """apiVersion: demo.wasmop.dev/v1
 kind: Database
@@ -147,15 +148,6 @@ def component_dir(run_dir, components, tag):
     for c in components:
         shutil.copy(c, d / c.name.replace("-", "_"))
     return d
-
-
-def artefact_mib(cache_dir):
-    return round(sum(a.stat().st_size for a in cache_dir.glob("*/*.cwasm")) / 2**20, 1)
-
-
-def reconciles(c, name):
-    b = histogram(c.scrape(), "controller_runtime_reconcile_time_seconds", {"controller": name})
-    return b[-1][1] if b else 0
 
 
 def compressed_bytes(component):
