@@ -158,7 +158,7 @@ func (c *component) waitReady(ctx context.Context, client *http.Client, url stri
 			return err
 		case <-ctx.Done():
 			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("start of %s interrupted", c.name)
+				return fmt.Errorf("start of %s interrupted: %w", c.name, context.Cause(ctx))
 			}
 			return fmt.Errorf("%s was not ready at %s within %s (last answer: %s); last lines of %s:\n%s",
 				c.name, url, timeout, last, c.logPath, c.logTail())

@@ -157,8 +157,8 @@ flags:
 		// port-taken error was reported as the start-up's failure.
 		err = nil
 	}
-	if interrupted := stopWatching(); err == nil && interrupted {
-		err = errors.New("stopped during start-up")
+	if cause := stopWatching(); err == nil && cause != nil {
+		err = fmt.Errorf("stopped during start-up: %w", cause)
 	}
 	if err != nil {
 		l.stopAll()
@@ -189,26 +189,36 @@ func readCommands(commands chan<- string, closed chan<- struct{}) {
 	close(commands)
 }
 
+// errStdinClosed is why a start-up stops when its standard input ends: started in the
+// background by a script, `up` gets /dev/null there, and a bare "interrupted" left the user
+// guessing.
+var errStdinClosed = errors.New("standard input closed: `up` reads commands from stdin and " +
+	"stops at its end; to run it in the background, pass --no-stdin (and stop it with SIGTERM)")
+
 // watchStartUp returns a context that is cancelled when a signal arrives or stdin closes, so a
-// start-up that takes minutes stops at once. stop ends the watch and tells whether it fired.
-func watchStartUp(signals <-chan os.Signal, stdinClosed <-chan struct{}) (ctx context.Context, stop func() bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+// start-up that takes minutes stops at once; its cause (context.Cause) says which. stop ends
+// the watch and returns that cause, or nil when it did not fire.
+func watchStartUp(signals <-chan os.Signal, stdinClosed <-chan struct{}) (ctx context.Context, stop func() error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
 		select {
 		case sig := <-signals:
 			fmt.Fprintf(os.Stderr, "wasmop-control-plane: stopping on %s\n", sig)
-			cancel()
+			cancel(fmt.Errorf("stopping on %s", sig))
 		case <-stdinClosed:
-			cancel()
+			cancel(errStdinClosed)
 		case <-done:
 		}
 	}()
-	return ctx, func() bool {
+	return ctx, func() error {
 		close(done)
 		<-finished
-		return ctx.Err() != nil
+		if ctx.Err() == nil {
+			return nil
+		}
+		return context.Cause(ctx)
 	}
 }
 

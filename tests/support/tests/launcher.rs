@@ -192,10 +192,13 @@ fn closing_stdin_during_start_up_stops_at_once() -> TestResult {
     BufReader::new(child.stdout.take().ok_or("stdout not piped")?).read_line(&mut line)?;
     let reply: Value = serde_json::from_str(&line)?;
     assert_eq!(reply["ok"], false, "{reply}");
+    // It says why, and how to run it in the background instead.
     assert!(
         reply["error"]
             .as_str()
-            .is_some_and(|e| e.contains("interrupted")),
+            .is_some_and(|e| e.contains("interrupted")
+                && e.contains("standard input closed")
+                && e.contains("--no-stdin")),
         "{reply}"
     );
     assert!(!child.wait()?.success());
