@@ -21,7 +21,8 @@
 //! Then the Python and the Go `database-config` (`dispatch/guest.rs`), each interleaved with the
 //! Rust plugin and the native twin, when `target/python-plugins/database-config.wasm` and
 //! `target/go-plugins/database-config.wasm` are built (skipped with a message saying how
-//! otherwise).
+//! otherwise); `WASMOP_BENCH_PYTHON` and `WASMOP_BENCH_GO` name other builds (a relative path
+//! from the workspace root).
 //!
 //! Then the owner-indexed list (`kube.list-owned`) against listing every Job of a namespace
 //! and filtering in the guest: 1,000 Jobs, 5 owned by the target (`dispatch/owned.rs`).

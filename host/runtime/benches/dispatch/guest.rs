@@ -57,7 +57,9 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Where the component of `lang` is read from.
+/// Where the component of `lang` is read from: its variable's path, a relative one taken
+/// from the workspace root (`cargo bench` runs the bench in this crate's directory, not where
+/// the command was typed), or the test suite's build.
 pub fn component(lang: Language) -> PathBuf {
     std::env::var_os(lang.env).map_or_else(
         || {
@@ -66,7 +68,7 @@ pub fn component(lang: Language) -> PathBuf {
                 lang.label
             ))
         },
-        PathBuf::from,
+        |given| workspace().join(given),
     )
 }
 
