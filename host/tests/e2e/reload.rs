@@ -159,6 +159,7 @@ async fn bad_version_is_rejected_and_the_last_good_one_keeps_writing() {
     touch_input(&env, "a", &[]).await;
     wait_version(&env, "a", "1").await;
 
+    wait_event_reason(&env, "PluginRejected").await;
     let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
     let rejected = events
         .list(&ListParams::default())
@@ -367,16 +368,29 @@ async fn start_then_break(env: &TestEnv, rollback: bool) -> Host {
     host
 }
 
-async fn event_reasons(env: &TestEnv) -> Vec<String> {
+/// Waits until an Event with `reason` has been written (the host writes Events in the
+/// background, after what it logs), or fails after [`PATIENCE`] with the reasons it saw.
+async fn wait_event_reason(env: &TestEnv, reason: &str) {
     let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect()
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let reasons: Vec<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|e| e.reason)
+            .collect();
+        if reasons.iter().any(|r| r == reason) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {reason} Event; Events seen: {reasons:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -390,11 +404,7 @@ async fn version_that_keeps_trapping_is_rolled_back_to_the_previous_one() {
     // The object's retry after its backoff runs on version 1 again.
     wait_version(&env, "a", "1").await;
     assert_eq!(host.metric(&reloads("rolled-back")).await, 1.0);
-    assert!(
-        event_reasons(&env)
-            .await
-            .contains(&"PluginFailing".to_owned())
-    );
+    wait_event_reason(&env, "PluginFailing").await;
     host.stop().await;
 }
 

@@ -39,6 +39,24 @@ async fn events_for(env: &TestEnv, name: &str, reason: &str) -> Vec<Event> {
         .collect()
 }
 
+/// The `reason` Events on `name` once there is at least one, or a failure with the host's log
+/// after [`PATIENCE`].
+async fn wait_events(env: &TestEnv, name: &str, reason: &str, host: &Host) -> Vec<Event> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let events = events_for(env, name, reason).await;
+        if !events.is_empty() {
+            return events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {reason} Event on {name}; log:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn denied_call_yields_an_event_a_metric_and_a_log_line() {
     let env = TestEnv::start().await.unwrap();
@@ -398,10 +416,9 @@ async fn finalizer_of_a_removed_plugin_is_released_after_the_grace_period() {
         message(l) == "orphaned finalizer released"
     })
     .await;
-    assert_eq!(
-        events_for(&env, "orphan", "FinalizerReleased").await.len(),
-        1
-    );
+    // The Event is written by the host's Event writer in the background, after the log line.
+    let events = wait_events(&env, "orphan", "FinalizerReleased", &host).await;
+    assert_eq!(events.len(), 1, "one Event for one release: {events:?}");
     host.stop().await;
 }
 
