@@ -17,9 +17,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// What every command reads from its environment, as `wasmop --help` shows it.
+const ENVIRONMENT: &str = "\
+Environment:
+  WASMOP_LOG  what is logged to stderr, as a tracing filter: a level (error, warn, info,
+              debug, trace) or directives such as `warn,wasmop_runtime=debug`. Default:
+              `info` for `run`, `warn` for the other commands. RUST_LOG is not read.
+              Plugin log lines are logged at the level the plugin gave them.
+  NO_COLOR    set and not empty: no colour on stderr. Colour is used only when stderr
+              is a terminal.";
+
 /// Runs reconcile logic as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
-#[command(name = "wasmop", version, about)]
+#[command(name = "wasmop", version, about, after_help = ENVIRONMENT)]
 struct Raw {
     #[command(subcommand)]
     command: RawCommand,
@@ -74,6 +84,14 @@ pub(crate) enum Exit {
     PluginFailed,
 }
 
+/// Whether logs on stderr are coloured: only on a terminal, and not with `NO_COLOR` set. A
+/// redirected stderr (a file, a pipe, a pod's log) gets no escape sequences, so that the only
+/// backslash escapes in it are those of a plugin's escaped text ([`wasmop_core::plugin::text`]).
+fn colour() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Parses the command line, runs the command, and maps the result to an exit code.
 pub fn main() -> ExitCode {
     let raw = Raw::parse();
@@ -81,6 +99,7 @@ pub fn main() -> ExitCode {
     if !matches!(raw.command, RawCommand::Run(_)) {
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
+            .with_ansi(colour())
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
                     .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -539,6 +539,34 @@ fn test_reports_the_plugin_log_lines_escaped() {
 }
 
 #[test]
+fn test_logs_to_a_redirected_stderr_without_colour_and_documents_its_log_switch() {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args([
+            "test",
+            &guest("log-injection"),
+            "--object",
+            &fixture("object.yaml"),
+        ])
+        .env("WASMOP_LOG", "info")
+        .env_remove("WASMOP_CACHE_DIR")
+        .output()
+        .expect("wasmop runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    // `WASMOP_LOG=info` shows the plugin's info lines on stderr as well as in the report.
+    assert!(
+        stderr.contains("INFO") && stderr.contains("log-injection line: start"),
+        "{stderr}"
+    );
+    // stderr is a pipe here, not a terminal: no colour codes in it.
+    assert!(!stderr.contains('\u{1b}'), "ANSI escapes in {stderr:?}");
+    for args in [&["--help"][..], &["test", "--help"]] {
+        let help = text(&run(args).stdout);
+        assert!(help.contains("WASMOP_LOG"), "{args:?}: {help}");
+    }
+}
+
+#[test]
 fn test_keeps_the_resource_version_given_in_the_object_file() {
     let out = run(&[
         "test",

@@ -40,16 +40,13 @@ pub(crate) async fn run(raw: RawRun) -> anyhow::Result<Exit> {
 
 /// Logs to stderr, filtered by `WASMOP_LOG` (default `info`), as text or one JSON object per
 /// line with the current span's fields (plugin, object.ref, plugin.digest) on every line.
-/// Text is coloured only on a terminal: a log file or a pod's log gets no escape sequences,
-/// so that the only backslash escapes in it are those of a plugin's escaped text
-/// ([`wasmop_core::plugin::text`]).
+/// Text is coloured only on a terminal ([`super::colour`]).
 fn init_logging(format: LogFormat) {
-    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(super::colour())
         .with_env_filter(filter);
     match format {
         LogFormat::Text => builder.init(),

@@ -13,8 +13,13 @@ use wasmop_offline::{
 };
 use wasmop_runtime::{LoadOptions, Runtime};
 
-/// The exit codes, as `--help` shows them.
-const EXIT_CODES: &str = "\
+/// Where the plugin's log lines go, and the exit codes, as `--help` shows them.
+const AFTER_HELP: &str = "\
+Plugin log lines:
+  the report's `logs` holds every line the plugin wrote, at every level. stderr shows them
+  too, filtered by WASMOP_LOG (default `warn`; `WASMOP_LOG=info` to see info lines as they
+  are written, `WASMOP_LOG=trace` for all)
+
 Exit codes:
   0  the call succeeded; with --expect, the report matches the file (whatever the call's
      outcome); with --bless, the file was written
@@ -26,7 +31,7 @@ Exit codes:
 
 /// Arguments of `wasmop test`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = EXIT_CODES)]
+#[command(after_help = AFTER_HELP)]
 pub(crate) struct RawTest {
     /// The plugin component (.wasm).
     file: PathBuf,
