@@ -12,11 +12,10 @@
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Host, LogFormat, PATIENCE, PLUGINS_CONFIGMAP, confined, message, object_ref,
+    self, Host, LogFormat, PATIENCE, PLUGINS_CONFIGMAP, confined, message, object_ref,
     plugins_configmap_source, put_plugins_configmap, targets, test_kinds, wait_mirrored,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
 use wasmop_core::plugin::text::is_unsafe;
 use wasmop_testenv::TestEnv;
@@ -191,30 +190,18 @@ async fn a_plugin_that_traps_every_other_call_is_reported_as_failing() {
     let counter = configmaps.get("alt-calls").await.unwrap();
     let calls: u32 = counter.data.unwrap()["n"].parse().unwrap();
     assert!(calls >= 5, "{calls} calls");
-    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let failing = events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .any(|e| {
+    harness::wait_events(
+        &env,
+        "Warning PluginFailing Event on the plugins ConfigMap",
+        |all| {
+            all.iter().any(|e| {
                 e.reason.as_deref() == Some("PluginFailing")
                     && e.type_.as_deref() == Some("Warning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref())
-                        == Some(PLUGINS_CONFIGMAP)
-            });
-        if failing {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no PluginFailing Event"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+                    && harness::regarding(e) == Some(PLUGINS_CONFIGMAP)
+            })
+        },
+    )
+    .await;
     host.stop().await;
 }
 

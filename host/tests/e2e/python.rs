@@ -14,9 +14,7 @@
 
 use std::path::Path;
 
-use crate::harness::{Host, PATIENCE, confined, message, test_kinds};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
+use crate::harness::{self, Host, confined, message, test_kinds};
 use wasmop_testenv::TestEnv;
 
 use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
@@ -183,38 +181,17 @@ async fn hostile_python_plugin_is_reported_on_its_targets_while_a_python_plugin_
         assert_eq!(wait_ready(&env, &format!("db-{i}")).await, 1);
     }
 
-    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
-    let give_up = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let listed = events.list(&ListParams::default()).await.unwrap().items;
-        let missing: Vec<_> = ATTACKS
-            .iter()
-            .filter(|(name, reason, note)| {
-                !listed.iter().any(|e| {
-                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                        && e.reason.as_deref() == Some(reason)
-                        && e.type_.as_deref() == Some("Warning")
-                        && e.note.as_deref().is_some_and(|n| n.contains(note))
-                })
+    harness::wait_events(&env, "Warning Event for every attack", |all| {
+        ATTACKS.iter().all(|(name, reason, note)| {
+            all.iter().any(|e| {
+                harness::regarding(e) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note.as_deref().is_some_and(|n| n.contains(note))
             })
-            .collect();
-        if missing.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < give_up,
-            "no Warning Event for {missing:?}; the Events: {:?}",
-            listed
-                .iter()
-                .map(|e| (
-                    e.regarding.as_ref().and_then(|r| r.name.as_deref()),
-                    &e.reason,
-                    &e.note
-                ))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
+        })
+    })
+    .await;
     // And the healthy plugin still converges what changes after the attacks.
     apply_database(&env, "db-0", "moved.internal").await;
     wait_config(&env, "db-0", "host", "moved.internal").await;

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::harness::{
-    Host, PATIENCE, PLUGINS_CONFIGMAP, message, plugins_configmap_source, put_plugins_configmap,
+    self, Host, PATIENCE, PLUGINS_CONFIGMAP, message, plugins_configmap_source,
+    put_plugins_configmap,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use wasmop_testenv::TestEnv;
 
 const KEY: &str = "reload-probe.wasm";
@@ -159,20 +160,8 @@ async fn bad_version_is_rejected_and_the_last_good_one_keeps_writing() {
     touch_input(&env, "a", &[]).await;
     wait_version(&env, "a", "1").await;
 
-    wait_event_reason(&env, "PluginRejected").await;
-    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
-    let rejected = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .find(|e| e.reason.as_deref() == Some("PluginRejected"))
-        .expect("a PluginRejected Event");
-    assert_eq!(
-        rejected.regarding.unwrap().name.as_deref(),
-        Some(PLUGINS_CONFIGMAP)
-    );
+    let rejected = wait_event_reason(&env, "PluginRejected").await;
+    assert_eq!(harness::regarding(&rejected), Some(PLUGINS_CONFIGMAP));
     assert_eq!(rejected.type_.as_deref(), Some("Warning"));
     host.stop().await;
 }
@@ -368,29 +357,13 @@ async fn start_then_break(env: &TestEnv, rollback: bool) -> Host {
     host
 }
 
-/// Waits until an Event with `reason` has been written (the host writes Events in the
-/// background, after what it logs), or fails after [`PATIENCE`] with the reasons it saw.
-async fn wait_event_reason(env: &TestEnv, reason: &str) {
-    let events: Api<Event> = Api::namespaced(env.client(), env.namespace());
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let reasons: Vec<String> = events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|e| e.reason)
-            .collect();
-        if reasons.iter().any(|r| r == reason) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {reason} Event; Events seen: {reasons:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+/// Waits until an Event with `reason` has been written in the test namespace (the host writes
+/// Events in the background, after what it logs), and returns the first such Event.
+async fn wait_event_reason(env: &TestEnv, reason: &str) -> Event {
+    let is = |e: &Event| e.reason.as_deref() == Some(reason);
+    let events =
+        harness::wait_events(env, &format!("{reason} Event"), |all| all.iter().any(is)).await;
+    events.into_iter().find(is).expect("the Event waited for")
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use crate::harness::{
-    Host, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored,
+    self, Host, PATIENCE, confined, message, object_ref, targets, test_kinds, wait_mirrored,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use wasmop_testenv::TestEnv;
 
@@ -25,36 +25,12 @@ async fn create_target(env: &TestEnv, name: &str, value: &str) {
     .expect("Target created");
 }
 
-async fn events_for(env: &TestEnv, name: &str, reason: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(env.client(), env.namespace());
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
+/// The `reason` Events on `name` among `events`.
+fn about<'a>(events: &'a [Event], name: &str, reason: &str) -> Vec<&'a Event> {
+    events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason) && harness::regarding(e) == Some(name))
         .collect()
-}
-
-/// The `reason` Events on `name` once there is at least one, or a failure with the host's log
-/// after [`PATIENCE`].
-async fn wait_events(env: &TestEnv, name: &str, reason: &str, host: &Host) -> Vec<Event> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let events = events_for(env, name, reason).await;
-        if !events.is_empty() {
-            return events;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {reason} Event on {name}; log:\n{}",
-            host.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -84,36 +60,27 @@ async fn denied_call_yields_an_event_a_metric_and_a_log_line() {
             .contains("get on core/Secret"),
         "{denied}"
     );
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let events = events_for(&env, "t1", "HostCallDenied").await;
-        // The plugin fails again and again (with backoff): the repeats are counted on one
-        // Event's series instead of creating more Events.
-        let repeated = events
+    // The plugin fails again and again (with backoff): the repeats are counted on one
+    // Event's series instead of creating more Events.
+    let events = harness::wait_events(&env, "repeated HostCallDenied Event on t1", |all| {
+        about(all, "t1", "HostCallDenied")
             .first()
             .and_then(|e| e.series.as_ref())
-            .is_some_and(|s| s.count >= 2);
-        if repeated {
-            assert_eq!(events.len(), 1, "deduplicated into one Event: {events:?}");
-            let e = &events[0];
-            assert_eq!(e.type_.as_deref(), Some("Warning"));
-            assert_eq!(
-                e.reporting_controller.as_deref(),
-                Some("wasmop/undeclared-kind")
-            );
-            assert!(
-                e.note.as_deref().unwrap_or("").contains("core/Secret"),
-                "{e:?}"
-            );
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no repeated HostCallDenied Event; log:\n{}",
-            host.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            .is_some_and(|s| s.count >= 2)
+    })
+    .await;
+    let events = about(&events, "t1", "HostCallDenied");
+    assert_eq!(events.len(), 1, "deduplicated into one Event: {events:?}");
+    let e = events[0];
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        e.reporting_controller.as_deref(),
+        Some("wasmop/undeclared-kind")
+    );
+    assert!(
+        e.note.as_deref().unwrap_or("").contains("core/Secret"),
+        "{e:?}"
+    );
     let count = host
         .metric(r#"wasmop_host_calls_denied_total{plugin="undeclared-kind",verb="get"}"#)
         .await;
@@ -417,7 +384,11 @@ async fn finalizer_of_a_removed_plugin_is_released_after_the_grace_period() {
     })
     .await;
     // The Event is written by the host's Event writer in the background, after the log line.
-    let events = wait_events(&env, "orphan", "FinalizerReleased", &host).await;
+    let events = harness::wait_events(&env, "FinalizerReleased Event on orphan", |all| {
+        !about(all, "orphan", "FinalizerReleased").is_empty()
+    })
+    .await;
+    let events = about(&events, "orphan", "FinalizerReleased");
     assert_eq!(events.len(), 1, "one Event for one release: {events:?}");
     host.stop().await;
 }

@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde::Deserialize;
@@ -40,6 +41,35 @@ pub async fn wait_mirrored(env: &TestEnv, name: &str, value: &str) {
     )
     .await
     .unwrap();
+}
+
+/// The name of the object an Event is about.
+pub fn regarding(event: &Event) -> Option<&str> {
+    event.regarding.as_ref().and_then(|r| r.name.as_deref())
+}
+
+/// Polls the test namespace's Events until `done` holds for the list, and returns that list.
+/// The host writes Events in the background, after the log line or the object change a test
+/// saw, so reading them once can come too early. Fails after [`PATIENCE`] naming `what` and
+/// listing the Events there were.
+pub async fn wait_events(env: &TestEnv, what: &str, done: impl Fn(&[Event]) -> bool) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(env.client(), env.namespace());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let events = api.list(&ListParams::default()).await.unwrap().items;
+        if done(&events) {
+            return events;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {what} after {PATIENCE:?}; the Events (regarding, type, reason, note): {:?}",
+            events
+                .iter()
+                .map(|e| (regarding(e), &e.type_, &e.reason, &e.note))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// How many `-mirror` ConfigMaps (the `well-behaved` plugin's output) the test namespace holds.
