@@ -8,6 +8,7 @@
 
 mod check;
 mod compile;
+mod new;
 mod run;
 mod status;
 mod test;
@@ -45,6 +46,8 @@ enum RawCommand {
     Run(run::RawRun),
     /// Show a running host's plugins: version, state, reconcile counts, last error.
     Status(status::RawStatus),
+    /// Write a new plugin project: the plugin, its CRD, a sample, a golden case, a README.
+    New(new::RawNew),
     /// Compile plugins ahead of time, for this machine or another architecture, into a
     /// directory a host loads them from (`precompiledDirectory`).
     Compile(compile::RawCompile),
@@ -123,6 +126,7 @@ pub fn main() -> ExitCode {
             RawCommand::Run(r) => run::run(r).await,
             RawCommand::Status(s) => status::run(s).await,
             RawCommand::Compile(c) => compile::run(c).await,
+            RawCommand::New(n) => new::run(n).await,
         }
     });
     match result {

@@ -27,3 +27,4 @@ mod ops;
 mod python;
 mod reload;
 mod run;
+mod scaffold;

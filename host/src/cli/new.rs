@@ -1,0 +1,607 @@
+//! `wasmop new NAME`: a plugin project, outside any checkout of wasmop, that builds, passes
+//! its own golden test and runs as it is. Today in Rust; the project reconciles a custom kind
+//! whose CRD is generated from the plugin's types.
+//!
+//! The files are templates under `new/` with `{{key}}` placeholders, filled from validated
+//! values only: every value is checked here before it reaches a file name, a Rust source or
+//! YAML, so a generated project always parses.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+
+use super::Exit;
+
+/// What `--help` shows after the options.
+const AFTER_HELP: &str = "\
+The project (Rust):
+  Cargo.toml           the crate, its SDK dependency, and the size-optimised release profile
+  src/lib.rs           the plugin: each KIND object gets a ConfigMap with its message and a
+                       Ready condition
+  crd.yaml             the KIND CustomResourceDefinition, generated from the Rust types
+                       (`WASMOP_BLESS=1 cargo test` rewrites it; `cargo test` checks it)
+  samples/             an object to try the plugin with
+  tests/cases/         a golden case for `wasmop test --expect`
+  README.md            the next commands
+
+The SDK dependency (Rust): --sdk-path, --sdk-git or --sdk-version; without any, the
+guest-sdk/rust directory of the checkout this wasmop was built from, when it is there.
+
+Exit codes:
+  0  the project was written; the next commands are printed
+  1  it was not: a bad name or kind, a directory that is not empty, no SDK to depend on
+  2  a usage error (bad or missing arguments)";
+
+/// The languages `wasmop new` writes projects in.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Lang {
+    /// Rust, with the `wasmop-guest` crate.
+    Rust,
+}
+
+/// Arguments of `wasmop new`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct RawNew {
+    /// The plugin's name: lowercase letters, digits and `-`, starting with a letter (at most
+    /// 63). It names the project directory, the crate, and the field manager `wasmop/NAME`.
+    name: String,
+    /// The language of the project.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: Lang,
+    /// The custom kind the plugin reconciles, as GROUP/VERSION/KIND (`example.com/v1/Backup`).
+    /// [default: example.com/v1/ and NAME in CamelCase]
+    #[arg(long, value_name = "GROUP/VERSION/KIND")]
+    kind: Option<String>,
+    /// A built-in kind the plugin creates and owns besides its ConfigMap, declared in
+    /// `describe` so the host watches it (repeatable): one of
+    /// ConfigMap, Service, PersistentVolumeClaim, Pod, Deployment, StatefulSet, DaemonSet,
+    /// Job, CronJob, Ingress, NetworkPolicy. (Sensitive kinds, such as Secret, need a grant
+    /// in the host's config: declare them by hand.)
+    #[arg(long, value_name = "KIND")]
+    owns: Vec<String>,
+    /// Where to write the project (a new or empty directory). [default: ./NAME]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Rust: depend on the SDK in this directory (a wasmop checkout's `guest-sdk/rust`).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["sdk_git", "sdk_version"])]
+    sdk_path: Option<PathBuf>,
+    /// Rust: depend on the SDK in this git repository (wasmop's), at --sdk-rev.
+    #[arg(long, value_name = "URL", conflicts_with = "sdk_version")]
+    sdk_git: Option<String>,
+    /// With --sdk-git: the commit, tag or branch (default: the repository's default branch).
+    #[arg(long, value_name = "REV", requires = "sdk_git")]
+    sdk_rev: Option<String>,
+    /// Rust: depend on this released version of the `wasmop-guest` crate from crates.io.
+    #[arg(long, value_name = "VERSION")]
+    sdk_version: Option<String>,
+}
+
+/// Built-in kinds a project may own, and their k8s-openapi modules. Not the host's
+/// sensitive kinds ([`SENSITIVE`]): owning one needs a grant in the host's config, which
+/// a generated project cannot give itself.
+const BUILT_IN: &[(&str, &str)] = &[
+    ("ConfigMap", "core::v1"),
+    ("Service", "core::v1"),
+    ("PersistentVolumeClaim", "core::v1"),
+    ("Pod", "core::v1"),
+    ("Deployment", "apps::v1"),
+    ("StatefulSet", "apps::v1"),
+    ("DaemonSet", "apps::v1"),
+    ("Job", "batch::v1"),
+    ("CronJob", "batch::v1"),
+    ("Ingress", "networking::v1"),
+    ("NetworkPolicy", "networking::v1"),
+];
+
+/// The host's built-in sensitive kinds a plugin might own (`wasmop_core::policy`).
+const SENSITIVE: &[&str] = &["Secret", "ServiceAccount", "Role", "RoleBinding"];
+
+/// Names a plugin may not take: Rust keywords and reserved words (not crate names) and the
+/// words YAML reads as booleans or null (they would need quoting in every file).
+const RESERVED: &[&str] = &[
+    "as", "async", "await", "become", "box", "break", "const", "continue", "crate", "do", "dyn",
+    "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl", "in", "let",
+    "loop", "macro", "match", "mod", "move", "mut", "n", "no", "null", "off", "on", "override",
+    "priv", "pub", "ref", "return", "self", "static", "struct", "super", "test", "trait", "true",
+    "try", "type", "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "y", "yes",
+    "yield",
+];
+
+/// A validated plugin name: a DNS-1123 label that starts with a letter and is no reserved
+/// word, so it is also a crate name, a file name and a plain YAML string.
+fn plugin_name(name: &str) -> anyhow::Result<String> {
+    wasmop_core::plugin::PluginName::new(name)?;
+    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        bail!("plugin name `{name}` must start with a letter (it is also the crate's name)");
+    }
+    if RESERVED.contains(&name) {
+        bail!("plugin name `{name}` is a Rust keyword or a YAML boolean/null; choose another");
+    }
+    Ok(name.to_owned())
+}
+
+/// A custom kind: group, version and kind, each checked as the API server checks a CRD's.
+#[derive(Debug, PartialEq)]
+struct Kind {
+    group: String,
+    version: String,
+    kind: String,
+}
+
+impl Kind {
+    /// Parses GROUP/VERSION/KIND.
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        let parts: Vec<&str> = text.split('/').collect();
+        let [group, version, kind] = parts[..] else {
+            bail!("--kind `{text}` is not GROUP/VERSION/KIND (e.g. example.com/v1/Backup)");
+        };
+        let label = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if group.len() > 253 || !group.contains('.') || !group.split('.').all(label) {
+            bail!(
+                "--kind `{text}`: the group `{group}` must be a DNS subdomain with at least \
+                 one dot, such as example.com (a custom kind's group; built-in kinds are not \
+                 scaffolded)"
+            );
+        }
+        if group.ends_with(".k8s.io") || group.ends_with(".kubernetes.io") || group == "k8s.io" {
+            bail!("--kind `{text}`: the group `{group}` is reserved for Kubernetes itself");
+        }
+        if !is_version(version) {
+            bail!(
+                "--kind `{text}`: the version `{version}` must look like v1, v2beta1 or v1alpha2"
+            );
+        }
+        let camel = kind.len() <= 63
+            && kind.starts_with(|c: char| c.is_ascii_uppercase())
+            && kind.chars().all(|c| c.is_ascii_alphanumeric());
+        if !camel {
+            bail!(
+                "--kind `{text}`: the kind `{kind}` must be CamelCase: an uppercase letter, \
+                 then letters and digits (at most 63)"
+            );
+        }
+        if RESERVED.contains(&kind.to_ascii_lowercase().as_str()) {
+            bail!("--kind `{text}`: the kind `{kind}` is a Rust keyword or a YAML boolean/null");
+        }
+        if BUILT_IN.iter().any(|(k, _)| *k == kind) {
+            bail!(
+                "--kind `{text}`: `{kind}` is a built-in kind's name; a custom kind by that \
+                 name would be confused with it in the plugin's source"
+            );
+        }
+        Ok(Self {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+        })
+    }
+
+    /// The default kind of a plugin: `example.com/v1/` and the name in CamelCase.
+    fn default_for(name: &str) -> anyhow::Result<Self> {
+        let kind: String = name
+            .split('-')
+            .map(|w| {
+                let mut chars = w.chars();
+                chars.next().map_or_else(String::new, |c| {
+                    c.to_ascii_uppercase().to_string() + chars.as_str()
+                })
+            })
+            .collect();
+        Self::parse(&format!("example.com/v1/{kind}"))
+            .with_context(|| format!("no default kind for `{name}`; give --kind"))
+    }
+
+    /// The CRD's plural, as kube's derive (and so `crd.yaml`) spells it.
+    fn plural(&self) -> String {
+        let gvk = kube::core::GroupVersionKind::gvk(&self.group, &self.version, &self.kind);
+        kube::core::ApiResource::from_gvk(&gvk).plural
+    }
+}
+
+/// `v1`, `v2beta1`, `v1alpha2`: a Kubernetes API version.
+fn is_version(v: &str) -> bool {
+    let Some(rest) = v.strip_prefix('v') else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || rest.starts_with('0') {
+        return false;
+    }
+    let tail = &rest[digits..];
+    if tail.is_empty() {
+        return true;
+    }
+    let Some(n) = tail
+        .strip_prefix("alpha")
+        .or_else(|| tail.strip_prefix("beta"))
+    else {
+        return false;
+    };
+    !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A TOML basic string: the text quoted, with `"`, `\` and control characters escaped.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The SDK dependency line of `Cargo.toml` (the value after `wasmop-guest = `).
+fn sdk_dependency(raw: &RawNew) -> anyhow::Result<String> {
+    let features = r#"features = ["crd"]"#;
+    if let Some(path) = &raw.sdk_path {
+        let path = std::path::absolute(path)
+            .with_context(|| format!("cannot resolve --sdk-path {}", path.display()))?;
+        check_sdk_dir(&path)?;
+        let text = path
+            .to_str()
+            .with_context(|| format!("--sdk-path {} is not UTF-8", path.display()))?;
+        return Ok(format!("{{ path = {}, {features} }}", toml_string(text)));
+    }
+    if let Some(url) = &raw.sdk_git {
+        let rev = raw
+            .sdk_rev
+            .as_ref()
+            .map(|r| format!(", rev = {}", toml_string(r)))
+            .unwrap_or_default();
+        return Ok(format!("{{ git = {}{rev}, {features} }}", toml_string(url)));
+    }
+    if let Some(version) = &raw.sdk_version {
+        return Ok(format!(
+            "{{ version = {}, {features} }}",
+            toml_string(version)
+        ));
+    }
+    // The checkout this binary was built from, if it is still there.
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/rust");
+    match std::fs::canonicalize(&built_from) {
+        Ok(path) if check_sdk_dir(&path).is_ok() => {
+            let text = path.to_str().context("the SDK's path is not UTF-8")?;
+            Ok(format!("{{ path = {}, {features} }}", toml_string(text)))
+        }
+        _ => bail!(
+            "no SDK to depend on: this wasmop was not built from a checkout that is still at \
+             {}; give --sdk-path DIR (a checkout's guest-sdk/rust), --sdk-git URL or \
+             --sdk-version VERSION",
+            built_from.display()
+        ),
+    }
+}
+
+/// Checks that `dir` holds the `wasmop-guest` crate.
+fn check_sdk_dir(dir: &Path) -> anyhow::Result<()> {
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).with_context(|| {
+        format!(
+            "--sdk-path {}: cannot read {} (the SDK is a checkout's guest-sdk/rust)",
+            dir.display(),
+            manifest.display()
+        )
+    })?;
+    if !text.contains("name = \"wasmop-guest\"") {
+        bail!(
+            "--sdk-path {}: {} is not the wasmop-guest crate's",
+            dir.display(),
+            manifest.display()
+        );
+    }
+    Ok(())
+}
+
+/// Fills a template's `{{key}}` placeholders. Every placeholder must have a value: a left-over
+/// one is a bug in the templates, caught by the unit tests.
+fn render(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = template.to_owned();
+    for (key, value) in vars {
+        out = out.replace(&format!("{{{{{key}}}}}"), value);
+    }
+    out
+}
+
+/// The files of a Rust project, paths relative to its directory.
+fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(String, String)> {
+    let singular = kind.kind.to_ascii_lowercase();
+    let plural = kind.plural();
+    let case = format!("{singular}-gets-its-configmap");
+    let crate_name = name.replace('-', "_");
+    let mut owns_uses = String::new();
+    let mut owns_calls = String::new();
+    for k in owns {
+        // The ConfigMap is owned already.
+        if let Some((k, module)) = BUILT_IN.iter().find(|(b, _)| b == k && *b != "ConfigMap") {
+            let _ = writeln!(
+                owns_uses,
+                "use wasmop_guest::k8s_openapi::api::{module}::{k};"
+            );
+            let _ = write!(owns_calls, "\n            .owns::<{k}>()");
+        }
+    }
+    let summary = format!(
+        "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
+        kind.kind, kind.group, kind.version
+    );
+    let vars: &[(&str, &str)] = &[
+        ("name", name),
+        ("crate", &crate_name),
+        ("summary", &summary),
+        ("sdk", sdk),
+        (
+            "deps",
+            "# The CRD is derived from the Rust types (kube's CustomResource, through the SDK).\nschemars = \"1\"\n",
+        ),
+        ("group", &kind.group),
+        ("version", &kind.version),
+        ("kind", &kind.kind),
+        ("plural", &plural),
+        ("singular", &singular),
+        ("owns_uses", &owns_uses),
+        ("owns_calls", &owns_calls),
+        ("case", &case),
+        (
+            "crd_line",
+            "- `crd.yaml`: the CRD, generated from the types in `src/lib.rs`: `cargo test` checks it,\n  `WASMOP_BLESS=1 cargo test` rewrites it.\n",
+        ),
+        (
+            "cargo_test_line",
+            "cargo test                                       # crd.yaml is what the types generate\n",
+        ),
+        ("install_lines", "kubectl apply -f crd.yaml\n"),
+    ];
+    let file = |path: String, template: &str| (path, render(template, vars));
+    vec![
+        file(
+            "Cargo.toml".into(),
+            include_str!("new/rust/Cargo.toml.tmpl"),
+        ),
+        file(
+            "rust-toolchain.toml".into(),
+            include_str!("new/rust/rust-toolchain.toml"),
+        ),
+        file(".gitignore".into(), include_str!("new/rust/gitignore")),
+        file("README.md".into(), include_str!("new/rust/README.md.tmpl")),
+        file("src/lib.rs".into(), include_str!("new/rust/custom.rs.tmpl")),
+        file("crd.yaml".into(), include_str!("new/rust/crd.yaml.tmpl")),
+        file(
+            format!("samples/{singular}.yaml"),
+            include_str!("new/rust/sample.yaml.tmpl"),
+        ),
+        file(
+            format!("tests/cases/{case}/object.yaml"),
+            include_str!("new/rust/object.yaml.tmpl"),
+        ),
+        file(
+            format!("tests/cases/{case}/state.yaml"),
+            include_str!("new/rust/state.yaml"),
+        ),
+        file(
+            format!("tests/cases/{case}/expected.yaml"),
+            include_str!("new/rust/expected.yaml.tmpl"),
+        ),
+    ]
+}
+
+/// Checks the `--owns` kinds against [`BUILT_IN`].
+fn owned_kinds(owns: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for k in owns {
+        if SENSITIVE.contains(&k.as_str()) {
+            bail!(
+                "--owns `{k}`: {k} is a sensitive kind, which a plugin may own only with an \
+                 explicit grant in the host's config (`plugins.<name>.grants`); declare it in \
+                 src/lib.rs by hand (`.owns::<{k}>()`) and add the grant where the host runs"
+            );
+        }
+        if !BUILT_IN.iter().any(|(b, _)| b == k) {
+            let known: Vec<&str> = BUILT_IN.iter().map(|(b, _)| *b).collect();
+            bail!(
+                "--owns `{k}` is not a kind wasmop new knows; one of {}",
+                known.join(", ")
+            );
+        }
+        if !out.contains(k) {
+            out.push(k.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Makes `dir` (which must not exist, or be empty) and writes `files` into it; on a failure,
+/// removes what it created.
+fn write_project(dir: &Path, files: &[(String, String)]) -> anyhow::Result<()> {
+    let created = match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                bail!(
+                    "{} already exists and is not empty; choose another NAME or --dir",
+                    dir.display()
+                );
+            }
+            false
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            true
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    let written = files.iter().try_for_each(|(path, text)| {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    });
+    if written.is_err() {
+        if created {
+            let _ = std::fs::remove_dir_all(dir);
+        } else if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_dir_all(entry.path())
+                    .or_else(|_| std::fs::remove_file(entry.path()));
+            }
+        }
+    }
+    written
+}
+
+/// Writes the project and prints the next commands.
+pub(crate) async fn run(raw: RawNew) -> anyhow::Result<Exit> {
+    let name = plugin_name(&raw.name)?;
+    let kind = match &raw.kind {
+        Some(text) => Kind::parse(text)?,
+        None => Kind::default_for(&name)?,
+    };
+    let owns = owned_kinds(&raw.owns)?;
+    let dir = raw.dir.clone().unwrap_or_else(|| PathBuf::from(&name));
+    let files = match raw.lang {
+        Lang::Rust => rust_project(&name, &kind, &owns, &sdk_dependency(&raw)?),
+    };
+    write_project(&dir, &files)?;
+    let crate_name = name.replace('-', "_");
+    let singular = kind.kind.to_ascii_lowercase();
+    let case = format!("tests/cases/{singular}-gets-its-configmap");
+    let wasm = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
+    println!(
+        "Created {} ({} {}/{}, Rust). Next:\n\n  cd {}\n  cargo build --release --target wasm32-wasip2\n  \
+         wasmop test {wasm} --object {case}/object.yaml --state {case}/state.yaml --expect {case}/expected.yaml\n\n\
+         {}/README.md has the rest.",
+        dir.display(),
+        kind.kind,
+        kind.group,
+        kind.version,
+        dir.display(),
+        dir.display(),
+    );
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn names_are_checked_for_every_place_they_go() {
+        assert!(plugin_name("backup-policy").is_ok());
+        for bad in [
+            "",
+            "Backup",
+            "1st",
+            "-a",
+            "a-",
+            "a_b",
+            "test",
+            "yes",
+            "self",
+            &"a".repeat(64),
+        ] {
+            assert!(plugin_name(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(
+            plugin_name("1st")
+                .unwrap_err()
+                .to_string()
+                .contains("start with a letter")
+        );
+    }
+
+    #[test]
+    fn kinds_are_checked_as_the_api_server_checks_a_crd() {
+        let k = Kind::parse("backup.example.com/v1beta2/BackupPolicy").unwrap();
+        assert_eq!(k.group, "backup.example.com");
+        assert_eq!(k.plural(), "backuppolicies");
+        for bad in [
+            "example.com/v1",
+            "example/v1/Backup",
+            "Example.com/v1/Backup",
+            "apps.k8s.io/v1/Backup",
+            "example.com/1/Backup",
+            "example.com/v01/Backup",
+            "example.com/v1gamma1/Backup",
+            "example.com/v1/backup",
+            "example.com/v1/Back-up",
+            "example.com/v1/True",
+            "example.com/v1/Job",
+        ] {
+            let e = Kind::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+        assert_eq!(
+            Kind::default_for("backup-policy").unwrap().kind,
+            "BackupPolicy"
+        );
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        let kind = Kind::parse("example.com/v1/Widget").unwrap();
+        let files = rust_project(
+            "widgets",
+            &kind,
+            &["Job".into(), "ConfigMap".into()],
+            "{ path = \"/x\" }",
+        );
+        for (path, text) in &files {
+            assert!(
+                !text.contains("{{"),
+                "{path} has a placeholder left:\n{text}"
+            );
+        }
+        let lib = &files.iter().find(|(p, _)| p == "src/lib.rs").unwrap().1;
+        assert!(lib.contains("use wasmop_guest::k8s_openapi::api::batch::v1::Job;"));
+        assert!(lib.contains(".owns::<Job>()"));
+        let crd = &files.iter().find(|(p, _)| p == "crd.yaml").unwrap().1;
+        assert!(crd.contains("name: widgets.example.com"), "{crd}");
+    }
+
+    #[test]
+    fn sensitive_and_unknown_kinds_are_not_scaffolded() {
+        let e = owned_kinds(&["Secret".into()]).unwrap_err().to_string();
+        assert!(e.contains("sensitive") && e.contains("grant"), "{e}");
+        let e = owned_kinds(&["Widget".into()]).unwrap_err().to_string();
+        assert!(e.contains("`Widget`") && e.contains("Deployment"), "{e}");
+        assert_eq!(owned_kinds(&["Job".into(), "Job".into()]).unwrap(), ["Job"]);
+    }
+
+    #[test]
+    fn toml_strings_are_escaped() {
+        assert_eq!(toml_string(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(toml_string("a\nb"), r#""a\u000Ab""#);
+    }
+
+    #[test]
+    fn a_directory_with_files_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep"), "mine").unwrap();
+        let e = write_project(dir.path(), &[("a".into(), "b".into())]).unwrap_err();
+        assert!(e.to_string().contains("not empty"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("keep")).unwrap(),
+            "mine"
+        );
+        assert!(!dir.path().join("a").exists());
+    }
+}
