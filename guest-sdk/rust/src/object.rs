@@ -242,15 +242,27 @@ pub(crate) fn decode<T: Object>(json: &str, call: &'static str) -> Result<T, Err
     })
 }
 
-/// Parses JSON the host wrote into `T`. When the JSON is valid but does not fit `T`, the error
-/// is the one without a line and column: the host's serialization is not something a plugin
-/// author can look at, so a position in it would only make messages (and golden reports)
-/// change with the host.
+/// Parses JSON the host wrote into `T`. When the JSON does not fit `T`, the error has no line
+/// and column: the host's serialization is not something a plugin author can look at, so a
+/// position in it would only make messages (and golden reports) change with the host. A
+/// syntax error keeps its position.
+///
+/// One deserializer for both: a second one (such as `serde_json::from_value` for the error)
+/// would compile every `Deserialize` impl under `T` twice, which for a Job or a Pod is
+/// hundreds of kilobytes of the plugin.
 pub(crate) fn from_json<T: DeserializeOwned>(json: &str) -> Result<T, serde_json::Error> {
-    serde_json::from_str(json).map_err(|e| match serde_json::from_str::<serde_json::Value>(json) {
-        Ok(value) => serde_json::from_value::<T>(value).err().unwrap_or(e),
-        Err(_) => e,
-    })
+    serde_json::from_str(json).map_err(without_position)
+}
+
+/// A data error's message without the ` at line L column C` serde_json appends.
+fn without_position(e: serde_json::Error) -> serde_json::Error {
+    if !e.is_data() {
+        return e;
+    }
+    let text = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let message = text.strip_suffix(&position).unwrap_or(&text);
+    <serde_json::Error as serde::de::Error>::custom(message)
 }
 
 /// Declares a CRD type by hand: implements [`k8s_openapi::Resource`] and

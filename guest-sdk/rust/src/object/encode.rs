@@ -44,10 +44,14 @@ pub(crate) fn encode<T: Object>(object: &T) -> Result<String, Error> {
 /// The general path: `object` as a `Value`, with `apiVersion` and `kind` inserted. Taken
 /// only for types that serialize as neither a struct nor a map.
 fn encode_value<T: Object>(object: &T) -> Result<String, Error> {
-    let mut value = serde_json::to_value(object).map_err(|source| Error::Encode {
+    // Through text, with the serializer `encode` uses: `serde_json::to_value` would compile
+    // every `Serialize` impl under `T` a second time, for a path that is almost never taken.
+    let encode_error = |source| Error::Encode {
         kind: object::kind::<T>(),
         source,
-    })?;
+    };
+    let text = serde_json::to_string(object).map_err(encode_error)?;
+    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(encode_error)?;
     match value.as_object_mut() {
         Some(map) => {
             map.insert("apiVersion".into(), object::api_version::<T>().into());
