@@ -13,6 +13,7 @@ use wasmop_core::cluster::{
     Patch,
 };
 use wasmop_core::plugin::PluginName;
+use wasmop_core::plugin::text::PluginText;
 
 /// A [`Cluster`] that counts the calls of one plugin.
 pub(crate) struct Counted {
@@ -35,6 +36,25 @@ impl Counted {
         self.metrics
             .host_call(&self.plugin, verb, outcome(result.as_ref().err()));
         result
+    }
+
+    /// [`Self::count`] for a write, which is also logged at debug level (target
+    /// `wasmop_controller::writes`: what `wasmop dev` shows as it happens).
+    fn wrote<T>(
+        &self,
+        verb: &str,
+        target: &ObjectRef,
+        result: Result<T, ClusterError>,
+    ) -> Result<T, ClusterError> {
+        let outcome = outcome(result.as_ref().err());
+        let object = PluginText::new(&target.to_string());
+        tracing::debug!(
+            target: "wasmop_controller::writes",
+            plugin = %self.plugin,
+            outcome,
+            "{verb} {object}"
+        );
+        self.count(verb, result)
     }
 }
 
@@ -84,11 +104,13 @@ impl Cluster for Counted {
         object: ObjectText,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
-        self.count("create", self.inner.create(object, plugin).await)
+        let target = object.target().clone();
+        self.wrote("create", &target, self.inner.create(object, plugin).await)
     }
 
     async fn apply(&self, object: ObjectText, plugin: &PluginName) -> Result<String, ClusterError> {
-        self.count("apply", self.inner.apply(object, plugin).await)
+        let target = object.target().clone();
+        self.wrote("apply", &target, self.inner.apply(object, plugin).await)
     }
 
     async fn patch(
@@ -97,7 +119,11 @@ impl Cluster for Counted {
         patch: Patch<Json>,
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
-        self.count("patch", self.inner.patch(target, patch, plugin).await)
+        self.wrote(
+            "patch",
+            target,
+            self.inner.patch(target, patch, plugin).await,
+        )
     }
 
     async fn patch_status(
@@ -107,7 +133,7 @@ impl Cluster for Counted {
         plugin: &PluginName,
     ) -> Result<String, ClusterError> {
         let result = self.inner.patch_status(target, patch, plugin).await;
-        self.count("patch-status", result)
+        self.wrote("patch-status", target, result)
     }
 
     async fn delete(
@@ -116,7 +142,11 @@ impl Cluster for Counted {
         params: &DeleteParams,
         plugin: &PluginName,
     ) -> Result<(), ClusterError> {
-        self.count("delete", self.inner.delete(target, params, plugin).await)
+        self.wrote(
+            "delete",
+            target,
+            self.inner.delete(target, params, plugin).await,
+        )
     }
 
     async fn emit_event(&self, event: Event, plugin: &PluginName) -> Result<(), ClusterError> {
