@@ -8,6 +8,7 @@
 
 mod check;
 mod compile;
+mod dev;
 mod new;
 mod run;
 mod status;
@@ -46,6 +47,8 @@ enum RawCommand {
     Run(run::RawRun),
     /// Show a running host's plugins: version, state, reconcile counts, last error.
     Status(status::RawStatus),
+    /// Build a plugin project, run it on a cluster and reload it on every saved change.
+    Dev(dev::RawDev),
     /// Write a new plugin project: the plugin, its CRD, a sample, a golden case, a README.
     New(new::RawNew),
     /// Compile plugins ahead of time, for this machine or another architecture, into a
@@ -99,13 +102,18 @@ fn colour() -> bool {
 pub fn main() -> ExitCode {
     let raw = Raw::parse();
     // `run` sets up its own logging once its config says which format to use.
+    // `dev` shows what a plugin author watches: its reconciles, writes, log lines and loads.
     if !matches!(raw.command, RawCommand::Run(_)) {
+        let default = match raw.command {
+            RawCommand::Dev(_) => dev::log_filter(),
+            _ => "warn",
+        };
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
             .with_ansi(colour())
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
             )
             .init();
     }
@@ -127,6 +135,7 @@ pub fn main() -> ExitCode {
             RawCommand::Status(s) => status::run(s).await,
             RawCommand::Compile(c) => compile::run(c).await,
             RawCommand::New(n) => new::run(n).await,
+            RawCommand::Dev(d) => dev::run(d).await,
         }
     });
     match result {

@@ -88,6 +88,9 @@ pub struct Config {
     pub(crate) concurrency: u32,
     /// Periodic resync; `None` disables it.
     pub(crate) resync_period: Option<Duration>,
+    /// Reconcile a plugin's objects again when a new version is swapped in: set by `wasmop
+    /// dev`, not by the config file.
+    pub(crate) reconcile_on_new_version: bool,
     /// Log line format.
     pub(crate) log_format: LogFormat,
     /// Where `/metrics` is served; `None` disables it.
@@ -258,6 +261,7 @@ impl Config {
             sources,
             concurrency,
             resync_period,
+            reconcile_on_new_version: false,
             log_format,
             metrics_address,
             health_address,

@@ -273,6 +273,7 @@ fn shared(
             usize::try_from(config.concurrency).unwrap_or(usize::MAX),
         )),
         resync: config.resync_period,
+        reconcile_on_new_version: config.reconcile_on_new_version,
         shutdown,
         leading,
         status,

@@ -91,6 +91,9 @@ pub struct Shared {
     pub global: Arc<Semaphore>,
     /// Periodic resync, if any.
     pub resync: Option<Duration>,
+    /// Reconcile every object of a plugin again when a new version of it is swapped in
+    /// (`wasmop dev`: a saved edit shows on the objects at once, not at their next change).
+    pub reconcile_on_new_version: bool,
     /// Becomes `true` when the host shuts down.
     pub shutdown: watch::Receiver<bool>,
     /// `true` while this host may reconcile: always without leader election, else while it

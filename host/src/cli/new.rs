@@ -484,15 +484,18 @@ pub(crate) async fn run(raw: RawNew) -> anyhow::Result<Exit> {
     let case = format!("tests/cases/{singular}-gets-its-configmap");
     let wasm = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
     println!(
-        "Created {} ({} {}/{}, Rust). Next:\n\n  cd {}\n  cargo build --release --target wasm32-wasip2\n  \
-         wasmop test {wasm} --object {case}/object.yaml --state {case}/state.yaml --expect {case}/expected.yaml\n\n\
-         {}/README.md has the rest.",
-        dir.display(),
-        kind.kind,
-        kind.group,
-        kind.version,
-        dir.display(),
-        dir.display(),
+        "Created {dir} ({kind} {group}/{version}, Rust). Next:\n\n  \
+         cd {dir}\n  \
+         wasmop dev      # build, run on a cluster (KUBECONFIG, or a local one), reload on save\n\n\
+         Build and test by hand:\n  \
+         cargo build --release --target wasm32-wasip2\n  \
+         wasmop test {wasm} --object {case}/object.yaml --state {case}/state.yaml \
+         --expect {case}/expected.yaml\n\n\
+         {dir}/README.md has the rest.",
+        dir = dir.display(),
+        kind = kind.kind,
+        group = kind.group,
+        version = kind.version,
     );
     Ok(Exit::Success)
 }

@@ -1,16 +1,18 @@
 //! `wasmop new` as a plugin author runs it: in a directory outside the checkout, the project
 //! is written, builds with its own release profile, passes its own tests (`cargo test`
-//! checks its CRD file, `wasmop test --expect` its golden case) and, as it is, reconciles its
-//! sample on the real control plane.
+//! checks its CRD file, `wasmop test --expect` its golden case); then `wasmop dev` runs it on
+//! the real control plane until its sample is reconciled, reloads a saved edit, keeps the last
+//! good version through a failed build, and stops on Ctrl-C.
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use wasmop_testenv::TestEnv;
+use wasmop_testenv::{Identity, TestEnv};
 
-use crate::harness::{Host, PATIENCE, confined};
+use crate::harness::{PATIENCE, broad_user};
 
 const WASMOP: &str = env!("CARGO_BIN_EXE_wasmop");
 
@@ -41,8 +43,24 @@ fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("wasmop-new")
 }
 
+/// Waits until the log at `path` has `text`, failing with the log after [`PATIENCE`].
+async fn wait_log(path: &Path, text: &str) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let log = std::fs::read_to_string(path).unwrap_or_default();
+        if log.contains(text) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no `{text}` in the log:\n{log}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_new_rust_project_builds_passes_its_tests_and_reconciles_as_it_is() {
+async fn a_new_rust_project_builds_passes_its_tests_and_runs_under_wasmop_dev() {
     let outside = tempfile::tempdir().unwrap();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let target = target_dir();
@@ -123,32 +141,65 @@ async fn a_new_rust_project_builds_passes_its_tests_and_reconciles_as_it_is() {
         "--owns Job is declared:\n{checked}"
     );
 
-    // As it is, on the real control plane: the CRD and the sample the README applies.
+    // `wasmop dev` on the real control plane: it builds the project (its dev profile),
+    // installs the CRD and the sample, and runs the plugin as it is.
     let env = TestEnv::start().await.unwrap();
-    let crd = std::fs::read_to_string(project.join("crd.yaml")).unwrap();
-    let sample = std::fs::read_to_string(project.join("samples/backuppolicy.yaml")).unwrap();
-    env.apply_yaml(&crd).await.unwrap();
-    let host = Host::start_broad(&env, &[], &confined(&env, &["backup-policy"], "")).await;
-    // Copied in whole, then renamed, as a deployment would: the host never sees half a file.
-    let staged = host.plugin_dir().join("backup-policy.partial");
-    std::fs::copy(&wasm, &staged).unwrap();
-    std::fs::rename(&staged, host.plugin_dir().join("backup-policy.wasm")).unwrap();
-    env.apply_yaml(&sample).await.unwrap();
-
+    let kubeconfig = env
+        .kubeconfig_for(&Identity::user(broad_user(&env), &["system:masters"]))
+        .await
+        .unwrap();
+    let log = outside.path().join("dev.log");
+    let mut dev = tokio::process::Command::new(WASMOP)
+        .args(["dev", "--namespace", env.namespace(), "--kubeconfig"])
+        .arg(&kubeconfig)
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", &target)
+        .env("CARGO_BUILD_JOBS", "1")
+        .env_remove("WASMOP_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let dev_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    // The first dev build compiles the dependencies in the dev profile: minutes on one core.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
+    while !dev_log().contains("running the plugin") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dev never ran the plugin:\n{}",
+            dev_log()
+        );
+        assert!(
+            dev.try_wait().unwrap().is_none(),
+            "dev stopped:\n{}",
+            dev_log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
-    env.wait_for(
-        &configmaps,
-        "sample-backup-policy",
-        "to hold the sample's message",
-        PATIENCE,
-        |cm| {
+    let holds = |key: &'static str| {
+        move |cm: Option<&ConfigMap>| {
             cm.and_then(|c| c.data.as_ref())
-                .and_then(|d| d.get("message"))
+                .and_then(|d| d.get(key))
                 .is_some_and(|m| m == "Hello from the backup-policy plugin")
-        },
-    )
-    .await
-    .unwrap();
+        }
+    };
+    let waited = env
+        .wait_for(
+            &configmaps,
+            "sample-backup-policy",
+            "to hold the sample's message",
+            PATIENCE,
+            holds("message"),
+        )
+        .await;
+    assert!(
+        waited.is_ok(),
+        "{waited:?}; wasmop dev's log:\n{}",
+        dev_log()
+    );
     let policies: Api<DynamicObject> = Api::namespaced_with(
         env.client(),
         env.namespace(),
@@ -163,5 +214,60 @@ async fn a_new_rust_project_builds_passes_its_tests_and_reconciles_as_it_is() {
     })
     .await
     .unwrap();
-    host.stop().await;
+    // Each reconcile's writes and outcome are shown as they happen (the outcome's line comes
+    // after the writes the test saw).
+    wait_log(&log, "apply v1 ConfigMap").await;
+    wait_log(&log, "reconcile succeeded").await;
+
+    // A saved edit: rebuilt, hot-reloaded, and the object reconciled again by the new version.
+    let lib = project.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    assert!(source.contains("\"message\".to_owned(),"), "{source}");
+    let saved = std::time::Instant::now();
+    std::fs::write(
+        &lib,
+        source.replace("\"message\".to_owned(),", "\"said\".to_owned(),"),
+    )
+    .unwrap();
+    let waited = env
+        .wait_for(
+            &configmaps,
+            "sample-backup-policy",
+            "to be written by the edited plugin",
+            PATIENCE,
+            holds("said"),
+        )
+        .await;
+    assert!(
+        waited.is_ok(),
+        "{waited:?}; wasmop dev's log:\n{}",
+        dev_log()
+    );
+    // A figure, not a limit (shared machines): the README's goal is 5 s.
+    eprintln!(
+        "wasmop dev: saved edit to the new version's write in {:.2} s",
+        saved.elapsed().as_secs_f64()
+    );
+
+    // A build that fails is shown, and the last good version keeps running.
+    std::fs::write(&lib, "this is not Rust").unwrap();
+    wait_log(&log, "the last good version keeps running").await;
+    assert!(
+        dev.try_wait().unwrap().is_none(),
+        "dev stopped:\n{}",
+        dev_log()
+    );
+
+    // Ctrl-C stops it cleanly.
+    let pid = dev.id().unwrap().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = tokio::time::timeout(PATIENCE, dev.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}; log:\n{}", dev_log());
 }

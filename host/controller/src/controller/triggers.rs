@@ -90,7 +90,10 @@ pub(super) fn triggers(
         );
     }
     if let Some(period) = shared.resync {
-        triggers.push(resync(period, store).boxed());
+        triggers.push(resync(period, store.clone()).boxed());
+    }
+    if shared.reconcile_on_new_version {
+        triggers.push(new_versions(ctx.plugin.clone(), store).boxed());
     }
     futures::stream::select_all(triggers)
 }
@@ -139,6 +142,27 @@ fn resync(period: Duration, store: Store) -> impl Stream<Item = ObjectKey> + Sen
     ticks.flat_map(move |()| {
         let refs: Vec<_> = store.state().iter().map(ObjectKey::of).collect();
         futures::stream::iter(refs)
+    })
+}
+
+/// Every object in `store`, each time a new version of the plugin is swapped in.
+fn new_versions(
+    versions: tokio::sync::watch::Receiver<wasmop_runtime::Plugin>,
+    store: Store,
+) -> impl Stream<Item = ObjectKey> + Send + 'static {
+    changes(versions).flat_map(move |()| {
+        let refs: Vec<_> = store.state().iter().map(ObjectKey::of).collect();
+        futures::stream::iter(refs)
+    })
+}
+
+/// One item per change of `receiver` after now.
+fn changes<T: Send + Sync + 'static>(
+    mut receiver: tokio::sync::watch::Receiver<T>,
+) -> impl Stream<Item = ()> + Send + 'static {
+    receiver.mark_unchanged();
+    futures::stream::unfold(receiver, |mut r| async move {
+        r.changed().await.ok().map(|()| ((), r))
     })
 }
 
