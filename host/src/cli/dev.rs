@@ -25,7 +25,10 @@ The cluster:
   ~/.cache/wasmop/dev-control-plane), stopped again on Ctrl-C if dev started it.
 
 What it does, in order:
-  builds the plugin (`cargo build --target wasm32-wasip2`, the project's quick dev profile);
+  builds the plugin: a Rust project (Cargo.toml) with `cargo build --target wasm32-wasip2`
+  (the project's quick dev profile); a Python project (app.py) with `.venv/bin/python
+  build.py`, after making .venv and installing requirements.txt into it when .venv is missing
+  or requirements.txt changed;
   applies crd.yaml and samples/*.yaml when the project has them (server-side apply, field
   manager wasmop-dev); runs a host on the plugin, logging each reconcile, the plugin's log
   lines and every load to stderr (WASMOP_LOG overrides the filter); rebuilds on each saved
@@ -48,7 +51,8 @@ wasmop_controller::writes=debug";
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct RawDev {
-    /// The plugin project: a directory with a Cargo.toml (`wasmop new` makes one).
+    /// The plugin project: a directory with a Cargo.toml (Rust) or an app.py and build.py
+    /// (Python); `wasmop new` makes one.
     #[arg(default_value = ".")]
     dir: PathBuf,
     /// Kubeconfig file; without it, KUBECONFIG or the bundled local control plane.
@@ -63,9 +67,140 @@ pub(crate) struct RawDev {
     config: Option<PathBuf>,
 }
 
-/// Builds the plugin in `project` and returns the component cargo wrote. Cargo's progress and
-/// errors go to stderr as they come.
-async fn build(project: &Path) -> anyhow::Result<PathBuf> {
+/// The languages `dev` builds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Lang {
+    /// A Cargo.toml: a crate that builds a component for wasm32-wasip2.
+    Rust,
+    /// An app.py with the build.py `wasmop new --lang python` writes.
+    Python,
+}
+
+impl Lang {
+    /// The language of the project in `dir`.
+    fn of(dir: &Path) -> anyhow::Result<Self> {
+        if dir.join("Cargo.toml").is_file() {
+            Ok(Self::Rust)
+        } else if dir.join("app.py").is_file() && dir.join("build.py").is_file() {
+            Ok(Self::Python)
+        } else {
+            bail!(
+                "{} is no plugin project wasmop dev knows: it has neither a Cargo.toml (Rust) \
+                 nor an app.py and a build.py (Python); `wasmop new NAME` makes one",
+                dir.display()
+            )
+        }
+    }
+}
+
+/// Builds the plugin in `project` and returns the component. The build's progress and errors
+/// go to stderr as they come.
+async fn build(project: &Path, lang: Lang) -> anyhow::Result<PathBuf> {
+    match lang {
+        Lang::Rust => cargo_build(project).await,
+        Lang::Python => python_build(project).await,
+    }
+}
+
+/// The file in a Python project's `.venv` recording the requirements it was set up from.
+const VENV_STAMP: &str = ".wasmop-requirements";
+
+/// Makes the Python project's `.venv` and installs its `requirements.txt` into it, unless it
+/// was set up from the same requirements already.
+async fn python_venv(project: &Path) -> anyhow::Result<PathBuf> {
+    let requirements = project.join("requirements.txt");
+    let wanted = tokio::fs::read(&requirements)
+        .await
+        .with_context(|| format!("cannot read {}", requirements.display()))?;
+    let venv = project.join(".venv");
+    let python = venv.join("bin/python");
+    let stamp = venv.join(VENV_STAMP);
+    if python.exists() && tokio::fs::read(&stamp).await.ok().as_deref() == Some(&wanted[..]) {
+        return Ok(python);
+    }
+    let run = |program: PathBuf, args: &[&str], what: &str| {
+        let what = what.to_owned();
+        let mut command = tokio::process::Command::new(&program);
+        command
+            .args(args)
+            .current_dir(project)
+            .stdin(Stdio::null())
+            .stdout(std::io::stderr())
+            .kill_on_drop(true);
+        async move {
+            let status = command
+                .status()
+                .await
+                .with_context(|| format!("cannot run {}", program.display()))?;
+            if !status.success() {
+                bail!("{what} failed ({status})");
+            }
+            anyhow::Ok(())
+        }
+    };
+    if !python.exists() {
+        tracing::info!("making {}", venv.display());
+        run(
+            "python3".into(),
+            &["-m", "venv", ".venv"],
+            "python3 -m venv .venv",
+        )
+        .await?;
+    }
+    tracing::info!("installing requirements.txt into .venv");
+    run(
+        venv.join("bin/pip"),
+        &[
+            "install",
+            "--disable-pip-version-check",
+            "-r",
+            "requirements.txt",
+        ],
+        "pip install -r requirements.txt",
+    )
+    .await?;
+    tokio::fs::write(&stamp, &wanted)
+        .await
+        .with_context(|| format!("cannot write {}", stamp.display()))?;
+    Ok(python)
+}
+
+/// Builds a Python project with its `build.py`, which prints the component's path last on
+/// stdout.
+async fn python_build(project: &Path) -> anyhow::Result<PathBuf> {
+    let python = python_venv(project).await?;
+    let output = tokio::process::Command::new(&python)
+        .arg("build.py")
+        .current_dir(project)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    if !output.status.success() {
+        bail!("build.py failed ({})", output.status);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let component = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| project.join(l.trim()))
+        .context("build.py printed no component path on stdout")?;
+    if !component.is_file() {
+        bail!(
+            "build.py printed {}, which is not a file",
+            component.display()
+        );
+    }
+    Ok(component)
+}
+
+/// Builds a Rust project and returns the component cargo wrote.
+async fn cargo_build(project: &Path) -> anyhow::Result<PathBuf> {
     let mut child =
         tokio::process::Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()))
             .args([
@@ -330,14 +465,23 @@ fn is_source(project: &Path, path: &Path) -> bool {
     match parts.next() {
         Some(first) => {
             let first = first.as_os_str().to_string_lossy();
-            first != "target" && !first.starts_with('.')
+            first != "target"
+                && !first.starts_with('.')
+                && !relative
+                    .components()
+                    .any(|c| c.as_os_str() == "__pycache__")
         }
         None => false,
     }
 }
 
 /// Rebuilds on every saved change and installs each good build; runs until dropped.
-async fn rebuild_on_change(project: PathBuf, plugins: PathBuf, name: String) -> anyhow::Result<()> {
+async fn rebuild_on_change(
+    project: PathBuf,
+    lang: Lang,
+    plugins: PathBuf,
+    name: String,
+) -> anyhow::Result<()> {
     use notify::Watcher as _;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let watched = project.clone();
@@ -373,7 +517,7 @@ async fn rebuild_on_change(project: PathBuf, plugins: PathBuf, name: String) -> 
         while rx.try_recv().is_ok() {}
         let start = Instant::now();
         tracing::info!("change saved: rebuilding");
-        match build(&project).await {
+        match build(&project, lang).await {
             Ok(component) => {
                 install(&component, &plugins, &name)?;
                 tracing::info!(
@@ -391,13 +535,7 @@ async fn rebuild_on_change(project: PathBuf, plugins: PathBuf, name: String) -> 
 pub(crate) async fn run(raw: RawDev) -> anyhow::Result<Exit> {
     let project = std::fs::canonicalize(&raw.dir)
         .with_context(|| format!("no project at {}", raw.dir.display()))?;
-    if !project.join("Cargo.toml").is_file() {
-        bail!(
-            "{} has no Cargo.toml: wasmop dev builds a Rust plugin project (`wasmop new NAME` \
-             makes one)",
-            project.display()
-        );
-    }
+    let lang = Lang::of(&project)?;
     let name = project
         .file_name()
         .and_then(|n| n.to_str())
@@ -405,7 +543,7 @@ pub(crate) async fn run(raw: RawDev) -> anyhow::Result<Exit> {
         .to_owned();
     let start = Instant::now();
     tracing::info!("building {}", project.display());
-    let component = build(&project).await?;
+    let component = build(&project, lang).await?;
     tracing::info!("built in {:.1} s", start.elapsed().as_secs_f64());
 
     let (client, kubeconfig, _plane) = cluster(raw.kubeconfig.as_deref()).await?;
@@ -430,6 +568,7 @@ pub(crate) async fn run(raw: RawDev) -> anyhow::Result<Exit> {
 
     let watcher = tokio::spawn(rebuild_on_change(
         project.clone(),
+        lang,
         plugins.path().to_owned(),
         name,
     ));
@@ -470,6 +609,13 @@ mod tests {
             Path::new("/p/target/wasm32-wasip2/debug/x.wasm")
         ));
         assert!(!is_source(p, Path::new("/p/.git/index")));
+        assert!(is_source(p, Path::new("/p/app.py")));
+        assert!(!is_source(
+            p,
+            Path::new("/p/__pycache__/app.cpython-311.pyc")
+        ));
+        assert!(!is_source(p, Path::new("/p/lib/__pycache__/x.pyc")));
+        assert!(!is_source(p, Path::new("/p/.venv/bin/python")));
         assert!(!is_source(p, Path::new("/elsewhere/src/lib.rs")));
         assert!(!is_source(p, Path::new("/p")));
     }

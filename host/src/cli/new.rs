@@ -1,6 +1,6 @@
 //! `wasmop new NAME`: a plugin project, outside any checkout of wasmop, that builds, passes
-//! its own golden test and runs as it is. Today in Rust; the project reconciles a custom kind
-//! whose CRD is generated from the plugin's types.
+//! its own golden test and runs as it is, in Rust or Python. The project reconciles a custom
+//! kind; in Rust its CRD is generated from the plugin's types.
 //!
 //! The files are templates under `new/` with `{{key}}` placeholders, filled from validated
 //! values only: every value is checked here before it reaches a file name, a Rust source or
@@ -25,8 +25,15 @@ The project (Rust):
   tests/cases/         a golden case for `wasmop test --expect`
   README.md            the next commands
 
-The SDK dependency (Rust): --sdk-path, --sdk-git or --sdk-version; without any, the
-guest-sdk/rust directory of the checkout this wasmop was built from, when it is there.
+The project (Python, --lang python):
+  app.py               the plugin, the same reconcile as in Rust
+  requirements.txt     the build's toolchain (componentize-py) and the SDK, pinned
+  build.py             builds target/NAME.wasm (`.venv/bin/python build.py`)
+  wit/                 the contract the component is built against, this wasmop's
+  crd.yaml, samples/, tests/cases/, README.md   as in Rust (crd.yaml written, not generated)
+
+The SDK dependency: --sdk-path, --sdk-git or --sdk-version; without any, the guest-sdk
+directory of the language in the checkout this wasmop was built from, when it is there.
 
 Exit codes:
   0  the project was written; the next commands are printed
@@ -38,6 +45,8 @@ Exit codes:
 enum Lang {
     /// Rust, with the `wasmop-guest` crate.
     Rust,
+    /// Python, with the `wasmop-guest` package, built by componentize-py.
+    Python,
 }
 
 /// Arguments of `wasmop new`.
@@ -64,16 +73,19 @@ pub(crate) struct RawNew {
     /// Where to write the project (a new or empty directory). [default: ./NAME]
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// Rust: depend on the SDK in this directory (a wasmop checkout's `guest-sdk/rust`).
+    /// Depend on the SDK in this directory: a wasmop checkout's `guest-sdk/rust` (or
+    /// `guest-sdk/python` with --lang python).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["sdk_git", "sdk_version"])]
     sdk_path: Option<PathBuf>,
-    /// Rust: depend on the SDK in this git repository (wasmop's), at --sdk-rev.
+    /// Depend on the SDK in this git repository (wasmop's), at --sdk-rev (Python: pip's
+    /// `git+URL@REV#subdirectory=guest-sdk/python`).
     #[arg(long, value_name = "URL", conflicts_with = "sdk_version")]
     sdk_git: Option<String>,
     /// With --sdk-git: the commit, tag or branch (default: the repository's default branch).
     #[arg(long, value_name = "REV", requires = "sdk_git")]
     sdk_rev: Option<String>,
-    /// Rust: depend on this released version of the `wasmop-guest` crate from crates.io.
+    /// Depend on this released version of `wasmop-guest` (the crate from crates.io, or the
+    /// package from PyPI with --lang python).
     #[arg(long, value_name = "VERSION")]
     sdk_version: Option<String>,
 }
@@ -340,6 +352,12 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
         "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
         kind.kind, kind.group, kind.version
     );
+    // As `wasmop_guest::crd::rendered` writes it, so `cargo test` finds the file unchanged.
+    let crd_header = format!(
+        "# The {} CustomResourceDefinition, generated from the plugin's Rust types by\n\
+         # `WASMOP_BLESS=1 cargo test -p {name}`: edit the types, not this file.\n",
+        kind.kind
+    );
     let vars: &[(&str, &str)] = &[
         ("name", name),
         ("crate", &crate_name),
@@ -366,6 +384,7 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
             "cargo test                                       # crd.yaml is what the types generate\n",
         ),
         ("install_lines", "kubectl apply -f crd.yaml\n"),
+        ("crd_header", &crd_header),
     ];
     let file = |path: String, template: &str| (path, render(template, vars));
     vec![
@@ -380,24 +399,220 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
         file(".gitignore".into(), include_str!("new/rust/gitignore")),
         file("README.md".into(), include_str!("new/rust/README.md.tmpl")),
         file("src/lib.rs".into(), include_str!("new/rust/custom.rs.tmpl")),
-        file("crd.yaml".into(), include_str!("new/rust/crd.yaml.tmpl")),
+        file("crd.yaml".into(), include_str!("new/common/crd.yaml.tmpl")),
         file(
             format!("samples/{singular}.yaml"),
-            include_str!("new/rust/sample.yaml.tmpl"),
+            include_str!("new/common/sample.yaml.tmpl"),
         ),
         file(
             format!("tests/cases/{case}/object.yaml"),
-            include_str!("new/rust/object.yaml.tmpl"),
+            include_str!("new/common/object.yaml.tmpl"),
         ),
         file(
             format!("tests/cases/{case}/state.yaml"),
-            include_str!("new/rust/state.yaml"),
+            include_str!("new/common/state.yaml"),
         ),
         file(
             format!("tests/cases/{case}/expected.yaml"),
-            include_str!("new/rust/expected.yaml.tmpl"),
+            include_str!("new/common/expected.yaml.tmpl"),
         ),
     ]
+}
+
+/// The SDK requirement line of a Python project's `requirements.txt` (PEP 508).
+fn python_sdk_requirement(raw: &RawNew) -> anyhow::Result<String> {
+    // Characters that pass through a requirement line and a URL unquoted.
+    let plain = |text: &str, extra: &str| {
+        !text.is_empty()
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c) || extra.contains(c))
+    };
+    if let Some(path) = &raw.sdk_path {
+        let path = std::path::absolute(path)
+            .with_context(|| format!("cannot resolve --sdk-path {}", path.display()))?;
+        return python_sdk_path(&path);
+    }
+    if let Some(url) = &raw.sdk_git {
+        if !plain(url, ":@%=") {
+            bail!(
+                "--sdk-git `{url}`: a URL of letters, digits and `/._-+~:@%=` only (it goes into \
+                 a requirement line, `git+URL@REV#subdirectory=...`)"
+            );
+        }
+        let rev = match &raw.sdk_rev {
+            Some(rev) if !plain(rev, "") => bail!(
+                "--sdk-rev `{rev}`: a commit, tag or branch of letters, digits and `/._-+~` only"
+            ),
+            Some(rev) => format!("@{rev}"),
+            None => String::new(),
+        };
+        let url = url.strip_prefix("git+").unwrap_or(url);
+        return Ok(format!(
+            "wasmop-guest @ git+{url}{rev}#subdirectory=guest-sdk/python"
+        ));
+    }
+    if let Some(version) = &raw.sdk_version {
+        if !plain(version, "!") {
+            bail!("--sdk-version `{version}` is not a version (such as 0.2.0)");
+        }
+        return Ok(format!("wasmop-guest=={version}"));
+    }
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/python");
+    match std::fs::canonicalize(&built_from) {
+        Ok(path) => python_sdk_path(&path),
+        Err(_) => bail!(
+            "no SDK to depend on: this wasmop was not built from a checkout that is still at \
+             {}; give --sdk-path DIR (a checkout's guest-sdk/python), --sdk-git URL or \
+             --sdk-version VERSION",
+            built_from.display()
+        ),
+    }
+}
+
+/// The requirement on the Python SDK in directory `path` (a `file://` URL).
+fn python_sdk_path(path: &Path) -> anyhow::Result<String> {
+    let project = path.join("pyproject.toml");
+    let text = std::fs::read_to_string(&project).with_context(|| {
+        format!(
+            "--sdk-path {}: cannot read {} (the Python SDK is a checkout's guest-sdk/python)",
+            path.display(),
+            project.display()
+        )
+    })?;
+    if !text.contains("name = \"wasmop-guest\"") {
+        bail!(
+            "--sdk-path {}: {} is not the wasmop-guest package's",
+            path.display(),
+            project.display()
+        );
+    }
+    let text = path
+        .to_str()
+        .filter(|t| {
+            t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c))
+        })
+        .with_context(|| {
+            format!(
+                "the SDK's path {} has characters a requirement's file:// URL would need \
+                 quoted; move the checkout, or give --sdk-git or --sdk-version",
+                path.display()
+            )
+        })?;
+    Ok(format!("wasmop-guest @ file://{text}"))
+}
+
+/// `PersistentVolumeClaim` -> `PERSISTENT_VOLUME_CLAIM`: a Python constant's name.
+fn upper_snake(camel: &str) -> String {
+    let chars: Vec<char> = camel.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let boundary = i > 0
+            && c.is_ascii_uppercase()
+            && (!chars[i - 1].is_ascii_uppercase()
+                || chars.get(i + 1).is_some_and(char::is_ascii_lowercase));
+        if boundary {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+/// The API group of a k8s-openapi module in [`BUILT_IN`].
+fn api_group(module: &str) -> &'static str {
+    match module {
+        "core::v1" => "",
+        "apps::v1" => "apps",
+        "batch::v1" => "batch",
+        _ => "networking.k8s.io",
+    }
+}
+
+/// The WIT files of the contract this wasmop speaks, as a Python project builds against.
+const WIT: &[(&str, &str)] = &[("wit/plugin.wit", include_str!("../../../wit/plugin.wit"))];
+
+/// The files of a Python project, paths relative to its directory.
+fn python_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(String, String)> {
+    let singular = kind.kind.to_ascii_lowercase();
+    let plural = kind.plural();
+    let case = format!("{singular}-gets-its-configmap");
+    let kind_const = upper_snake(&kind.kind);
+    let mut owns_consts = String::new();
+    let mut owns_calls = String::new();
+    for k in owns {
+        if let Some((k, module)) = BUILT_IN.iter().find(|(b, _)| b == k && *b != "ConfigMap") {
+            let constant = upper_snake(k);
+            let version = module.rsplit("::").next().unwrap_or("v1");
+            let _ = writeln!(
+                owns_consts,
+                "{constant} = Kind(\"{}\", \"{version}\", \"{k}\")",
+                api_group(module)
+            );
+            let _ = write!(owns_calls, ".owns({constant})");
+        }
+    }
+    if !owns_consts.is_empty() {
+        owns_consts.insert_str(0, "#: What it owns besides its ConfigMap.\n");
+    }
+    let summary = format!(
+        "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
+        kind.kind, kind.group, kind.version
+    );
+    let crd_header = format!(
+        "# The {} CustomResourceDefinition: keep its schema in step with {}Spec in app.py.\n",
+        kind.kind, kind.kind
+    );
+    let vars: &[(&str, &str)] = &[
+        ("name", name),
+        ("summary", &summary),
+        ("sdk", sdk),
+        ("group", &kind.group),
+        ("version", &kind.version),
+        ("kind", &kind.kind),
+        ("kind_const", &kind_const),
+        ("plural", &plural),
+        ("singular", &singular),
+        ("owns_consts", &owns_consts),
+        ("owns_calls", &owns_calls),
+        ("case", &case),
+        ("crd_header", &crd_header),
+    ];
+    let file = |path: String, template: &str| (path, render(template, vars));
+    let mut files = vec![
+        file("app.py".into(), include_str!("new/python/app.py.tmpl")),
+        file("build.py".into(), include_str!("new/python/build.py.tmpl")),
+        file(
+            "requirements.txt".into(),
+            include_str!("new/python/requirements.txt.tmpl"),
+        ),
+        file(".gitignore".into(), include_str!("new/python/gitignore")),
+        file(
+            "README.md".into(),
+            include_str!("new/python/README.md.tmpl"),
+        ),
+        file("crd.yaml".into(), include_str!("new/common/crd.yaml.tmpl")),
+        file(
+            format!("samples/{singular}.yaml"),
+            include_str!("new/common/sample.yaml.tmpl"),
+        ),
+        file(
+            format!("tests/cases/{case}/object.yaml"),
+            include_str!("new/common/object.yaml.tmpl"),
+        ),
+        file(
+            format!("tests/cases/{case}/state.yaml"),
+            include_str!("new/common/state.yaml"),
+        ),
+        file(
+            format!("tests/cases/{case}/expected.yaml"),
+            include_str!("new/common/expected.yaml.tmpl"),
+        ),
+    ];
+    // Verbatim: the WIT is the contract, not a template.
+    files.extend(WIT.iter().map(|(p, t)| ((*p).to_owned(), (*t).to_owned())));
+    files
 }
 
 /// Checks the `--owns` kinds against [`BUILT_IN`].
@@ -477,18 +692,34 @@ pub(crate) async fn run(raw: RawNew) -> anyhow::Result<Exit> {
     let dir = raw.dir.clone().unwrap_or_else(|| PathBuf::from(&name));
     let files = match raw.lang {
         Lang::Rust => rust_project(&name, &kind, &owns, &sdk_dependency(&raw)?),
+        Lang::Python => python_project(&name, &kind, &owns, &python_sdk_requirement(&raw)?),
     };
     write_project(&dir, &files)?;
-    let crate_name = name.replace('-', "_");
     let singular = kind.kind.to_ascii_lowercase();
     let case = format!("tests/cases/{singular}-gets-its-configmap");
-    let wasm = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
+    let (lang, build, wasm) = match raw.lang {
+        Lang::Rust => (
+            "Rust",
+            "cargo build --release --target wasm32-wasip2".to_owned(),
+            format!(
+                "target/wasm32-wasip2/release/{}.wasm",
+                name.replace('-', "_")
+            ),
+        ),
+        Lang::Python => (
+            "Python",
+            "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt\n  \
+             .venv/bin/python build.py"
+                .to_owned(),
+            format!("target/{name}.wasm"),
+        ),
+    };
     println!(
-        "Created {dir} ({kind} {group}/{version}, Rust). Next:\n\n  \
+        "Created {dir} ({kind} {group}/{version}, {lang}). Next:\n\n  \
          cd {dir}\n  \
          wasmop dev      # build, run on a cluster (KUBECONFIG, or a local one), reload on save\n\n\
          Build and test by hand:\n  \
-         cargo build --release --target wasm32-wasip2\n  \
+         {build}\n  \
          wasmop test {wasm} --object {case}/object.yaml --state {case}/state.yaml \
          --expect {case}/expected.yaml\n\n\
          {dir}/README.md has the rest.",
@@ -578,6 +809,103 @@ mod tests {
         assert!(lib.contains(".owns::<Job>()"));
         let crd = &files.iter().find(|(p, _)| p == "crd.yaml").unwrap().1;
         assert!(crd.contains("name: widgets.example.com"), "{crd}");
+    }
+
+    #[test]
+    fn every_placeholder_of_a_python_project_is_filled() {
+        let kind = Kind::parse("example.com/v1/WidgetSet").unwrap();
+        let files = python_project(
+            "widgets",
+            &kind,
+            &[
+                "Job".into(),
+                "PersistentVolumeClaim".into(),
+                "ConfigMap".into(),
+            ],
+            "wasmop-guest==0.2.0",
+        );
+        for (path, text) in &files {
+            if !path.ends_with(".wit") {
+                assert!(
+                    !text.contains("{{"),
+                    "{path} has a placeholder left:\n{text}"
+                );
+            }
+        }
+        let app = &files.iter().find(|(p, _)| p == "app.py").unwrap().1;
+        assert!(app.contains("WIDGET_SET = Kind(\"example.com\", \"v1\", \"WidgetSet\")"));
+        assert!(
+            app.contains("JOB = Kind(\"batch\", \"v1\", \"Job\")"),
+            "{app}"
+        );
+        assert!(
+            app.contains("PERSISTENT_VOLUME_CLAIM = Kind(\"\", \"v1\", \"PersistentVolumeClaim\")")
+        );
+        assert!(app.contains(".owns(CONFIG_MAP).owns(JOB).owns(PERSISTENT_VOLUME_CLAIM)"));
+        assert!(app.contains("name = f\"{obj.name}-widgets\""), "{app}");
+        let wit = &files.iter().find(|(p, _)| p == "wit/plugin.wit").unwrap().1;
+        assert!(wit.contains("package wasmop:plugin@0.2.0;"));
+        let requirements = &files
+            .iter()
+            .find(|(p, _)| p == "requirements.txt")
+            .unwrap()
+            .1;
+        assert!(
+            requirements.contains("\nwasmop-guest==0.2.0\n"),
+            "{requirements}"
+        );
+    }
+
+    #[test]
+    fn python_constants_are_upper_snake_case() {
+        assert_eq!(upper_snake("Job"), "JOB");
+        assert_eq!(upper_snake("ConfigMap"), "CONFIG_MAP");
+        assert_eq!(upper_snake("HTTPRoute"), "HTTP_ROUTE");
+        assert_eq!(upper_snake("Backup2Policy"), "BACKUP2_POLICY");
+    }
+
+    #[test]
+    fn python_sdk_requirements_are_checked() {
+        let raw = |args: &[&str]| {
+            use clap::Parser as _;
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                new: RawNew,
+            }
+            let mut argv = vec!["wasmop-new", "x", "--lang", "python"];
+            argv.extend_from_slice(args);
+            Cli::parse_from(argv).new
+        };
+        assert_eq!(
+            python_sdk_requirement(&raw(&[
+                "--sdk-git",
+                "https://example.com/w.git",
+                "--sdk-rev",
+                "v1.2"
+            ]))
+            .unwrap(),
+            "wasmop-guest @ git+https://example.com/w.git@v1.2#subdirectory=guest-sdk/python"
+        );
+        assert_eq!(
+            python_sdk_requirement(&raw(&["--sdk-version", "0.2.0"])).unwrap(),
+            "wasmop-guest==0.2.0"
+        );
+        for bad in [
+            &["--sdk-git", "https://x/y z"][..],
+            &["--sdk-git", "https://x/y#frag"],
+            &["--sdk-version", "0.2; os_name"],
+        ] {
+            assert!(python_sdk_requirement(&raw(bad)).is_err(), "{bad:?}");
+        }
+        let e = python_sdk_requirement(&raw(&["--sdk-path", "/nonexistent"])).unwrap_err();
+        assert!(e.to_string().contains("pyproject.toml"), "{e}");
+        // The checkout's own SDK, by default.
+        let line = python_sdk_requirement(&raw(&[])).unwrap();
+        assert!(
+            line.starts_with("wasmop-guest @ file:///") && line.ends_with("/guest-sdk/python"),
+            "{line}"
+        );
     }
 
     #[test]
