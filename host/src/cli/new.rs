@@ -330,6 +330,30 @@ fn render(template: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
+/// The files every project has, whatever its language: the CRD, a sample and a golden case.
+fn common_files(singular: &str, case: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    let file = |path: String, template: &str| (path, render(template, vars));
+    vec![
+        file("crd.yaml".into(), include_str!("new/common/crd.yaml.tmpl")),
+        file(
+            format!("samples/{singular}.yaml"),
+            include_str!("new/common/sample.yaml.tmpl"),
+        ),
+        file(
+            format!("tests/cases/{case}/object.yaml"),
+            include_str!("new/common/object.yaml.tmpl"),
+        ),
+        file(
+            format!("tests/cases/{case}/state.yaml"),
+            include_str!("new/common/state.yaml"),
+        ),
+        file(
+            format!("tests/cases/{case}/expected.yaml"),
+            include_str!("new/common/expected.yaml.tmpl"),
+        ),
+    ]
+}
+
 /// The files of a Rust project, paths relative to its directory.
 fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(String, String)> {
     let singular = kind.kind.to_ascii_lowercase();
@@ -387,7 +411,7 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
         ("crd_header", &crd_header),
     ];
     let file = |path: String, template: &str| (path, render(template, vars));
-    vec![
+    let mut files = vec![
         file(
             "Cargo.toml".into(),
             include_str!("new/rust/Cargo.toml.tmpl"),
@@ -399,24 +423,9 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
         file(".gitignore".into(), include_str!("new/rust/gitignore")),
         file("README.md".into(), include_str!("new/rust/README.md.tmpl")),
         file("src/lib.rs".into(), include_str!("new/rust/custom.rs.tmpl")),
-        file("crd.yaml".into(), include_str!("new/common/crd.yaml.tmpl")),
-        file(
-            format!("samples/{singular}.yaml"),
-            include_str!("new/common/sample.yaml.tmpl"),
-        ),
-        file(
-            format!("tests/cases/{case}/object.yaml"),
-            include_str!("new/common/object.yaml.tmpl"),
-        ),
-        file(
-            format!("tests/cases/{case}/state.yaml"),
-            include_str!("new/common/state.yaml"),
-        ),
-        file(
-            format!("tests/cases/{case}/expected.yaml"),
-            include_str!("new/common/expected.yaml.tmpl"),
-        ),
-    ]
+    ];
+    files.extend(common_files(&singular, &case, vars));
+    files
 }
 
 /// The SDK requirement line of a Python project's `requirements.txt` (PEP 508).
@@ -592,24 +601,8 @@ fn python_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(S
             "README.md".into(),
             include_str!("new/python/README.md.tmpl"),
         ),
-        file("crd.yaml".into(), include_str!("new/common/crd.yaml.tmpl")),
-        file(
-            format!("samples/{singular}.yaml"),
-            include_str!("new/common/sample.yaml.tmpl"),
-        ),
-        file(
-            format!("tests/cases/{case}/object.yaml"),
-            include_str!("new/common/object.yaml.tmpl"),
-        ),
-        file(
-            format!("tests/cases/{case}/state.yaml"),
-            include_str!("new/common/state.yaml"),
-        ),
-        file(
-            format!("tests/cases/{case}/expected.yaml"),
-            include_str!("new/common/expected.yaml.tmpl"),
-        ),
     ];
+    files.extend(common_files(&singular, &case, vars));
     // Verbatim: the WIT is the contract, not a template.
     files.extend(WIT.iter().map(|(p, t)| ((*p).to_owned(), (*t).to_owned())));
     files
