@@ -28,7 +28,7 @@ What it does, in order:
   builds the plugin: a Rust project (Cargo.toml) with `cargo build --target wasm32-wasip2`
   (the project's quick dev profile); a Python project (app.py) with `.venv/bin/python
   build.py`, after making .venv and installing requirements.txt into it when .venv is missing
-  or requirements.txt changed;
+  or requirements.txt changed; a Go project (go.mod) with its `./build`;
   applies crd.yaml and samples/*.yaml when the project has them (server-side apply, field
   manager wasmop-dev); runs a host on the plugin, logging each reconcile, the plugin's log
   lines and every load to stderr (WASMOP_LOG overrides the filter); rebuilds on each saved
@@ -51,8 +51,8 @@ wasmop_controller::writes=debug";
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct RawDev {
-    /// The plugin project: a directory with a Cargo.toml (Rust) or an app.py and build.py
-    /// (Python); `wasmop new` makes one.
+    /// The plugin project: a directory with a Cargo.toml (Rust), an app.py and build.py
+    /// (Python), or a go.mod and build (Go); `wasmop new` makes one.
     #[arg(default_value = ".")]
     dir: PathBuf,
     /// Kubeconfig file; without it, KUBECONFIG or the bundled local control plane.
@@ -74,6 +74,8 @@ enum Lang {
     Rust,
     /// An app.py with the build.py `wasmop new --lang python` writes.
     Python,
+    /// A go.mod with the `build` script `wasmop new --lang go` writes.
+    Go,
 }
 
 impl Lang {
@@ -83,10 +85,13 @@ impl Lang {
             Ok(Self::Rust)
         } else if dir.join("app.py").is_file() && dir.join("build.py").is_file() {
             Ok(Self::Python)
+        } else if dir.join("go.mod").is_file() && dir.join("build").is_file() {
+            Ok(Self::Go)
         } else {
             bail!(
-                "{} is no plugin project wasmop dev knows: it has neither a Cargo.toml (Rust) \
-                 nor an app.py and a build.py (Python); `wasmop new NAME` makes one",
+                "{} is no plugin project wasmop dev knows: it has no Cargo.toml (Rust), no \
+                 app.py and build.py (Python), and no go.mod and build (Go); `wasmop new NAME` \
+                 makes one",
                 dir.display()
             )
         }
@@ -98,7 +103,11 @@ impl Lang {
 async fn build(project: &Path, lang: Lang) -> anyhow::Result<PathBuf> {
     match lang {
         Lang::Rust => cargo_build(project).await,
-        Lang::Python => python_build(project).await,
+        Lang::Python => {
+            let python = python_venv(project).await?;
+            script_build(project, &python, &["build.py"], "build.py").await
+        }
+        Lang::Go => script_build(project, &project.join("build"), &[], "./build").await,
     }
 }
 
@@ -165,12 +174,16 @@ async fn python_venv(project: &Path) -> anyhow::Result<PathBuf> {
     Ok(python)
 }
 
-/// Builds a Python project with its `build.py`, which prints the component's path last on
-/// stdout.
-async fn python_build(project: &Path) -> anyhow::Result<PathBuf> {
-    let python = python_venv(project).await?;
-    let output = tokio::process::Command::new(&python)
-        .arg("build.py")
+/// Builds a Python or Go project with its build script (`what`: `program args`), which
+/// prints the component's path last on stdout.
+async fn script_build(
+    project: &Path,
+    program: &Path,
+    args: &[&str],
+    what: &str,
+) -> anyhow::Result<PathBuf> {
+    let output = tokio::process::Command::new(program)
+        .args(args)
         .current_dir(project)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
@@ -179,9 +192,9 @@ async fn python_build(project: &Path) -> anyhow::Result<PathBuf> {
         .kill_on_drop(true)
         .output()
         .await
-        .with_context(|| format!("cannot run {}", python.display()))?;
+        .with_context(|| format!("cannot run {}", program.display()))?;
     if !output.status.success() {
-        bail!("build.py failed ({})", output.status);
+        bail!("{what} failed ({})", output.status);
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let component = stdout
@@ -189,10 +202,10 @@ async fn python_build(project: &Path) -> anyhow::Result<PathBuf> {
         .rev()
         .find(|l| !l.trim().is_empty())
         .map(|l| project.join(l.trim()))
-        .context("build.py printed no component path on stdout")?;
+        .with_context(|| format!("{what} printed no component path on stdout"))?;
     if !component.is_file() {
         bail!(
-            "build.py printed {}, which is not a file",
+            "{what} printed {}, which is not a file",
             component.display()
         );
     }

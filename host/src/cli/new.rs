@@ -1,5 +1,5 @@
 //! `wasmop new NAME`: a plugin project, outside any checkout of wasmop, that builds, passes
-//! its own golden test and runs as it is, in Rust or Python. The project reconciles a custom
+//! its own golden test and runs as it is, in Rust, Python or Go. The project reconciles a custom
 //! kind; in Rust its CRD is generated from the plugin's types.
 //!
 //! The files are templates under `new/` with `{{key}}` placeholders, filled from validated
@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 
 use super::Exit;
+
+mod go;
+mod python;
 
 /// What `--help` shows after the options.
 const AFTER_HELP: &str = "\
@@ -32,8 +35,16 @@ The project (Python, --lang python):
   wit/                 the contract the component is built against, this wasmop's
   crd.yaml, samples/, tests/cases/, README.md   as in Rust (crd.yaml written, not generated)
 
-The SDK dependency: --sdk-path, --sdk-git or --sdk-version; without any, the guest-sdk
-directory of the language in the checkout this wasmop was built from, when it is there.
+The project (Go, --lang go):
+  plugin.go            the plugin, the same reconcile as in Rust
+  plugin_test.go       the reconciler run natively over the SDK's fake host (`go test ./...`)
+  go.mod               the module; a replace directive points at the checkout's Go SDK
+  build                builds target/NAME.wasm with that SDK's build (stock Go for wasip1)
+  crd.yaml, samples/, tests/cases/, README.md   as in Python
+
+The SDK dependency: --sdk-path, --sdk-git or --sdk-version (Go: --sdk-path only); without
+any, the guest-sdk directory of the language in the checkout this wasmop was built from,
+when it is there.
 
 Exit codes:
   0  the project was written; the next commands are printed
@@ -47,6 +58,8 @@ enum Lang {
     Rust,
     /// Python, with the `wasmop-guest` package, built by componentize-py.
     Python,
+    /// Go, with the `wasmop.dev/wasmop` module, built by stock Go for wasip1.
+    Go,
 }
 
 /// Arguments of `wasmop new`.
@@ -74,7 +87,7 @@ pub(crate) struct RawNew {
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// Depend on the SDK in this directory: a wasmop checkout's `guest-sdk/rust` (or
-    /// `guest-sdk/python` with --lang python).
+    /// `guest-sdk/python`, `guest-sdk/go` with --lang python, go).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["sdk_git", "sdk_version"])]
     sdk_path: Option<PathBuf>,
     /// Depend on the SDK in this git repository (wasmop's), at --sdk-rev (Python: pip's
@@ -105,6 +118,21 @@ const BUILT_IN: &[(&str, &str)] = &[
     ("CronJob", "batch::v1"),
     ("Ingress", "networking::v1"),
     ("NetworkPolicy", "networking::v1"),
+];
+
+/// Names the generated sources declare or import besides the kind's own (in any language):
+/// a custom kind by one of them would clash.
+const SOURCE_NAMES: &[&str] = &[
+    "Action",
+    "Condition",
+    "Context",
+    "Event",
+    "Info",
+    "Kind",
+    "Object",
+    "Plugin",
+    "ReconcileError",
+    "Reconciler",
 ];
 
 /// The host's built-in sensitive kinds a plugin might own (`wasmop_core::policy`).
@@ -188,6 +216,12 @@ impl Kind {
             bail!(
                 "--kind `{text}`: `{kind}` is a built-in kind's name; a custom kind by that \
                  name would be confused with it in the plugin's source"
+            );
+        }
+        if SOURCE_NAMES.contains(&kind) {
+            bail!(
+                "--kind `{text}`: `{kind}` is a name the generated plugin source uses for \
+                 something else (the reconciler or an SDK type); choose another"
             );
         }
         Ok(Self {
@@ -428,107 +462,6 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
     files
 }
 
-/// The SDK requirement line of a Python project's `requirements.txt` (PEP 508).
-fn python_sdk_requirement(raw: &RawNew) -> anyhow::Result<String> {
-    // Characters that pass through a requirement line and a URL unquoted.
-    let plain = |text: &str, extra: &str| {
-        !text.is_empty()
-            && text
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c) || extra.contains(c))
-    };
-    if let Some(path) = &raw.sdk_path {
-        let path = std::path::absolute(path)
-            .with_context(|| format!("cannot resolve --sdk-path {}", path.display()))?;
-        return python_sdk_path(&path);
-    }
-    if let Some(url) = &raw.sdk_git {
-        if !plain(url, ":@%=") {
-            bail!(
-                "--sdk-git `{url}`: a URL of letters, digits and `/._-+~:@%=` only (it goes into \
-                 a requirement line, `git+URL@REV#subdirectory=...`)"
-            );
-        }
-        let rev = match &raw.sdk_rev {
-            Some(rev) if !plain(rev, "") => bail!(
-                "--sdk-rev `{rev}`: a commit, tag or branch of letters, digits and `/._-+~` only"
-            ),
-            Some(rev) => format!("@{rev}"),
-            None => String::new(),
-        };
-        let url = url.strip_prefix("git+").unwrap_or(url);
-        return Ok(format!(
-            "wasmop-guest @ git+{url}{rev}#subdirectory=guest-sdk/python"
-        ));
-    }
-    if let Some(version) = &raw.sdk_version {
-        if !plain(version, "!") {
-            bail!("--sdk-version `{version}` is not a version (such as 0.2.0)");
-        }
-        return Ok(format!("wasmop-guest=={version}"));
-    }
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/python");
-    match std::fs::canonicalize(&built_from) {
-        Ok(path) => python_sdk_path(&path),
-        Err(_) => bail!(
-            "no SDK to depend on: this wasmop was not built from a checkout that is still at \
-             {}; give --sdk-path DIR (a checkout's guest-sdk/python), --sdk-git URL or \
-             --sdk-version VERSION",
-            built_from.display()
-        ),
-    }
-}
-
-/// The requirement on the Python SDK in directory `path` (a `file://` URL).
-fn python_sdk_path(path: &Path) -> anyhow::Result<String> {
-    let project = path.join("pyproject.toml");
-    let text = std::fs::read_to_string(&project).with_context(|| {
-        format!(
-            "--sdk-path {}: cannot read {} (the Python SDK is a checkout's guest-sdk/python)",
-            path.display(),
-            project.display()
-        )
-    })?;
-    if !text.contains("name = \"wasmop-guest\"") {
-        bail!(
-            "--sdk-path {}: {} is not the wasmop-guest package's",
-            path.display(),
-            project.display()
-        );
-    }
-    let text = path
-        .to_str()
-        .filter(|t| {
-            t.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c))
-        })
-        .with_context(|| {
-            format!(
-                "the SDK's path {} has characters a requirement's file:// URL would need \
-                 quoted; move the checkout, or give --sdk-git or --sdk-version",
-                path.display()
-            )
-        })?;
-    Ok(format!("wasmop-guest @ file://{text}"))
-}
-
-/// `PersistentVolumeClaim` -> `PERSISTENT_VOLUME_CLAIM`: a Python constant's name.
-fn upper_snake(camel: &str) -> String {
-    let chars: Vec<char> = camel.chars().collect();
-    let mut out = String::new();
-    for (i, &c) in chars.iter().enumerate() {
-        let boundary = i > 0
-            && c.is_ascii_uppercase()
-            && (!chars[i - 1].is_ascii_uppercase()
-                || chars.get(i + 1).is_some_and(char::is_ascii_lowercase));
-        if boundary {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    out
-}
-
 /// The API group of a k8s-openapi module in [`BUILT_IN`].
 fn api_group(module: &str) -> &'static str {
     match module {
@@ -537,75 +470,6 @@ fn api_group(module: &str) -> &'static str {
         "batch::v1" => "batch",
         _ => "networking.k8s.io",
     }
-}
-
-/// The WIT files of the contract this wasmop speaks, as a Python project builds against.
-const WIT: &[(&str, &str)] = &[("wit/plugin.wit", include_str!("../../../wit/plugin.wit"))];
-
-/// The files of a Python project, paths relative to its directory.
-fn python_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(String, String)> {
-    let singular = kind.kind.to_ascii_lowercase();
-    let plural = kind.plural();
-    let case = format!("{singular}-gets-its-configmap");
-    let kind_const = upper_snake(&kind.kind);
-    let mut owns_consts = String::new();
-    let mut owns_calls = String::new();
-    for k in owns {
-        if let Some((k, module)) = BUILT_IN.iter().find(|(b, _)| b == k && *b != "ConfigMap") {
-            let constant = upper_snake(k);
-            let version = module.rsplit("::").next().unwrap_or("v1");
-            let _ = writeln!(
-                owns_consts,
-                "{constant} = Kind(\"{}\", \"{version}\", \"{k}\")",
-                api_group(module)
-            );
-            let _ = write!(owns_calls, ".owns({constant})");
-        }
-    }
-    if !owns_consts.is_empty() {
-        owns_consts.insert_str(0, "#: What it owns besides its ConfigMap.\n");
-    }
-    let summary = format!(
-        "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
-        kind.kind, kind.group, kind.version
-    );
-    let crd_header = format!(
-        "# The {} CustomResourceDefinition: keep its schema in step with {}Spec in app.py.\n",
-        kind.kind, kind.kind
-    );
-    let vars: &[(&str, &str)] = &[
-        ("name", name),
-        ("summary", &summary),
-        ("sdk", sdk),
-        ("group", &kind.group),
-        ("version", &kind.version),
-        ("kind", &kind.kind),
-        ("kind_const", &kind_const),
-        ("plural", &plural),
-        ("singular", &singular),
-        ("owns_consts", &owns_consts),
-        ("owns_calls", &owns_calls),
-        ("case", &case),
-        ("crd_header", &crd_header),
-    ];
-    let file = |path: String, template: &str| (path, render(template, vars));
-    let mut files = vec![
-        file("app.py".into(), include_str!("new/python/app.py.tmpl")),
-        file("build.py".into(), include_str!("new/python/build.py.tmpl")),
-        file(
-            "requirements.txt".into(),
-            include_str!("new/python/requirements.txt.tmpl"),
-        ),
-        file(".gitignore".into(), include_str!("new/python/gitignore")),
-        file(
-            "README.md".into(),
-            include_str!("new/python/README.md.tmpl"),
-        ),
-    ];
-    files.extend(common_files(&singular, &case, vars));
-    // Verbatim: the WIT is the contract, not a template.
-    files.extend(WIT.iter().map(|(p, t)| ((*p).to_owned(), (*t).to_owned())));
-    files
 }
 
 /// Checks the `--owns` kinds against [`BUILT_IN`].
@@ -659,7 +523,13 @@ fn write_project(dir: &Path, files: &[(String, String)]) -> anyhow::Result<()> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        if text.starts_with("#!") {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", path.display()))?;
+        }
+        Ok(())
     });
     if written.is_err() {
         if created {
@@ -685,7 +555,13 @@ pub(crate) async fn run(raw: RawNew) -> anyhow::Result<Exit> {
     let dir = raw.dir.clone().unwrap_or_else(|| PathBuf::from(&name));
     let files = match raw.lang {
         Lang::Rust => rust_project(&name, &kind, &owns, &sdk_dependency(&raw)?),
-        Lang::Python => python_project(&name, &kind, &owns, &python_sdk_requirement(&raw)?),
+        Lang::Python => {
+            python::python_project(&name, &kind, &owns, &python::python_sdk_requirement(&raw)?)
+        }
+        Lang::Go => {
+            let package = go::package_name(&name)?;
+            go::go_project(&name, &package, &kind, &owns, &go::go_sdk_dir(&raw)?)
+        }
     };
     write_project(&dir, &files)?;
     let singular = kind.kind.to_ascii_lowercase();
@@ -704,6 +580,11 @@ pub(crate) async fn run(raw: RawNew) -> anyhow::Result<Exit> {
             "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt\n  \
              .venv/bin/python build.py"
                 .to_owned(),
+            format!("target/{name}.wasm"),
+        ),
+        Lang::Go => (
+            "Go",
+            "go test ./...   # natively, over the SDK's fake host\n  ./build".to_owned(),
             format!("target/{name}.wasm"),
         ),
     };
@@ -772,6 +653,8 @@ mod tests {
             "example.com/v1/Back-up",
             "example.com/v1/True",
             "example.com/v1/Job",
+            "example.com/v1/Plugin",
+            "example.com/v1/Context",
         ] {
             let e = Kind::parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{bad}: {e}");
@@ -802,103 +685,6 @@ mod tests {
         assert!(lib.contains(".owns::<Job>()"));
         let crd = &files.iter().find(|(p, _)| p == "crd.yaml").unwrap().1;
         assert!(crd.contains("name: widgets.example.com"), "{crd}");
-    }
-
-    #[test]
-    fn every_placeholder_of_a_python_project_is_filled() {
-        let kind = Kind::parse("example.com/v1/WidgetSet").unwrap();
-        let files = python_project(
-            "widgets",
-            &kind,
-            &[
-                "Job".into(),
-                "PersistentVolumeClaim".into(),
-                "ConfigMap".into(),
-            ],
-            "wasmop-guest==0.2.0",
-        );
-        for (path, text) in &files {
-            if !path.ends_with(".wit") {
-                assert!(
-                    !text.contains("{{"),
-                    "{path} has a placeholder left:\n{text}"
-                );
-            }
-        }
-        let app = &files.iter().find(|(p, _)| p == "app.py").unwrap().1;
-        assert!(app.contains("WIDGET_SET = Kind(\"example.com\", \"v1\", \"WidgetSet\")"));
-        assert!(
-            app.contains("JOB = Kind(\"batch\", \"v1\", \"Job\")"),
-            "{app}"
-        );
-        assert!(
-            app.contains("PERSISTENT_VOLUME_CLAIM = Kind(\"\", \"v1\", \"PersistentVolumeClaim\")")
-        );
-        assert!(app.contains(".owns(CONFIG_MAP).owns(JOB).owns(PERSISTENT_VOLUME_CLAIM)"));
-        assert!(app.contains("name = f\"{obj.name}-widgets\""), "{app}");
-        let wit = &files.iter().find(|(p, _)| p == "wit/plugin.wit").unwrap().1;
-        assert!(wit.contains("package wasmop:plugin@0.2.0;"));
-        let requirements = &files
-            .iter()
-            .find(|(p, _)| p == "requirements.txt")
-            .unwrap()
-            .1;
-        assert!(
-            requirements.contains("\nwasmop-guest==0.2.0\n"),
-            "{requirements}"
-        );
-    }
-
-    #[test]
-    fn python_constants_are_upper_snake_case() {
-        assert_eq!(upper_snake("Job"), "JOB");
-        assert_eq!(upper_snake("ConfigMap"), "CONFIG_MAP");
-        assert_eq!(upper_snake("HTTPRoute"), "HTTP_ROUTE");
-        assert_eq!(upper_snake("Backup2Policy"), "BACKUP2_POLICY");
-    }
-
-    #[test]
-    fn python_sdk_requirements_are_checked() {
-        let raw = |args: &[&str]| {
-            use clap::Parser as _;
-            #[derive(clap::Parser)]
-            struct Cli {
-                #[command(flatten)]
-                new: RawNew,
-            }
-            let mut argv = vec!["wasmop-new", "x", "--lang", "python"];
-            argv.extend_from_slice(args);
-            Cli::parse_from(argv).new
-        };
-        assert_eq!(
-            python_sdk_requirement(&raw(&[
-                "--sdk-git",
-                "https://example.com/w.git",
-                "--sdk-rev",
-                "v1.2"
-            ]))
-            .unwrap(),
-            "wasmop-guest @ git+https://example.com/w.git@v1.2#subdirectory=guest-sdk/python"
-        );
-        assert_eq!(
-            python_sdk_requirement(&raw(&["--sdk-version", "0.2.0"])).unwrap(),
-            "wasmop-guest==0.2.0"
-        );
-        for bad in [
-            &["--sdk-git", "https://x/y z"][..],
-            &["--sdk-git", "https://x/y#frag"],
-            &["--sdk-version", "0.2; os_name"],
-        ] {
-            assert!(python_sdk_requirement(&raw(bad)).is_err(), "{bad:?}");
-        }
-        let e = python_sdk_requirement(&raw(&["--sdk-path", "/nonexistent"])).unwrap_err();
-        assert!(e.to_string().contains("pyproject.toml"), "{e}");
-        // The checkout's own SDK, by default.
-        let line = python_sdk_requirement(&raw(&[])).unwrap();
-        assert!(
-            line.starts_with("wasmop-guest @ file:///") && line.ends_with("/guest-sdk/python"),
-            "{line}"
-        );
     }
 
     #[test]

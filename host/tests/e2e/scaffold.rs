@@ -3,7 +3,7 @@
 //! checks its CRD file, `wasmop test --expect` its golden case); then `wasmop dev` runs it on
 //! the real control plane until its sample is reconciled, reloads a saved edit, keeps the last
 //! good version through a failed build, and stops on Ctrl-C. The same for a Python project,
-//! built by its own venv's componentize-py.
+//! built by its own venv's componentize-py, and a Go project, built by the checkout's Go SDK.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -19,10 +19,19 @@ const WASMOP: &str = env!("CARGO_BIN_EXE_wasmop");
 
 /// Runs `program` in `dir` and returns its stdout, failing with both outputs if it fails.
 async fn run(dir: &Path, program: &str, args: &[&str], target_dir: &Path) -> String {
-    let out = tokio::process::Command::new(program)
+    run_in(dir, program, args, Some(target_dir)).await
+}
+
+/// [`run`], with cargo's target directory left as the test's environment has it when
+/// `target_dir` is `None` (a Go plugin's build finds the workspace's pre-initialiser there).
+async fn run_in(dir: &Path, program: &str, args: &[&str], target_dir: Option<&Path>) -> String {
+    let mut command = tokio::process::Command::new(program);
+    if let Some(target_dir) = target_dir {
+        command.env("CARGO_TARGET_DIR", target_dir);
+    }
+    let out = command
         .args(args)
         .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target_dir)
         .env_remove("WASMOP_LOG")
         .output()
         .await
@@ -236,6 +245,60 @@ async fn a_new_python_project_builds_passes_its_test_and_runs_under_wasmop_dev()
         // componentize-py took 89 s for one rebuild beside a CI run on this 2-core machine,
         // then the host's Winch compile of the 19 MB component.
         rebuild: std::time::Duration::from_secs(300),
+    };
+    dev.run(outside.path(), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_go_project_builds_passes_its_tests_and_runs_under_wasmop_dev() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = target_dir();
+    let said = run(
+        outside.path(),
+        WASMOP,
+        &["new", "kelp-farm", "--lang", "go", "--owns", "Job"],
+        &target,
+    )
+    .await;
+    assert!(
+        said.contains("cd kelp-farm") && said.contains("./build"),
+        "{said}"
+    );
+    let project = outside.path().join("kelp-farm");
+
+    // The README's commands: its native test over the SDK's fake host, then its build (the
+    // Go SDK of the checkout this wasmop was built from, which go.mod's replace names).
+    let tested = run_in(&project, "go", &["test", "./..."], None).await;
+    assert!(tested.contains("ok"), "{tested}");
+    let built = run_in(&project, "./build", &[], None).await;
+    assert_eq!(
+        built.trim(),
+        "target/kelp-farm.wasm",
+        "./build prints the component"
+    );
+    let wasm = project.join("target/kelp-farm.wasm");
+    // Unchanged, it is not built again.
+    let modified = std::fs::metadata(&wasm).unwrap().modified().unwrap();
+    run_in(&project, "./build", &[], None).await;
+    assert_eq!(
+        std::fs::metadata(&wasm).unwrap().modified().unwrap(),
+        modified
+    );
+
+    let case = "tests/cases/kelpfarm-gets-its-configmap";
+    golden_case_and_check(&project, &wasm, case, &target).await;
+
+    let dev = Dev {
+        project: &project,
+        plugin: "kelp-farm",
+        kind: "KelpFarm",
+        source: "plugin.go",
+        field: (
+            "map[string]string{\"message\":",
+            "map[string]string{\"said\":",
+        ),
+        broken: "this is not Go",
+        rebuild: PATIENCE,
     };
     dev.run(outside.path(), &[]).await;
 }
