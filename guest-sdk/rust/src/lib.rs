@@ -43,6 +43,52 @@
 //! On targets other than wasm32 the host calls are stubs that panic: the SDK compiles
 //! natively so pure code (and these examples) can be tested with `cargo test`, but
 //! reconciles run only inside the host.
+//!
+//! # Smaller plugins
+//!
+//! A component carries the serde code of every type it decodes or encodes, and k8s-openapi's
+//! Pod and Job types are big: decoding a `Job` pulls in the decoders of `PodSpec`,
+//! `Volume` and all they hold (hundreds of KB). A plugin that only reads some of an object
+//! can decode it as a view instead: [`kube_core::PartialObjectMeta`] for the metadata alone,
+//! or a struct of its own declared with [`custom_resource!`] under the same group, version
+//! and kind. The host checks and serves it as the same kind. A plugin that lists the Jobs it
+//! owns as such a view and creates one with k8s-openapi's `Job` is a third smaller
+//! (wasmop's BENCHMARKS.md, section 10).
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use wasmop_guest::k8s_openapi::api::batch::v1::{Job, JobStatus};
+//! use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
+//! use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//! use wasmop_guest::kube_core::PartialObjectMeta;
+//! use wasmop_guest::{Context, Error};
+//!
+//! /// What the plugin reads of a Job: its metadata and status, not its PodSpec.
+//! #[derive(Serialize, Deserialize)]
+//! struct JobView {
+//!     metadata: ObjectMeta,
+//!     status: Option<JobStatus>,
+//! }
+//!
+//! wasmop_guest::custom_resource!(JobView, group = "batch", version = "v1", kind = "Job",
+//!     plural = "jobs", namespaced);
+//!
+//! fn succeeded(ctx: &Context, owner: &ConfigMap) -> Result<usize, Error> {
+//!     let jobs: Vec<JobView> = ctx.list_owned(owner)?;
+//!     Ok(jobs.iter().filter(|j| j.status.as_ref().and_then(|s| s.succeeded) > Some(0)).count())
+//! }
+//!
+//! fn names(ctx: &Context) -> Result<Vec<String>, Error> {
+//!     let jobs: Vec<PartialObjectMeta<Job>> = ctx.list(Some("default"), None)?;
+//!     Ok(jobs.into_iter().filter_map(|j| j.metadata.name).collect())
+//! }
+//! # fn main() {}
+//! ```
+//!
+//! The release profile `wasmop new` writes adds opt-level `"z"` and strips every symbol
+//! (another 29 % off such a plugin). A plugin still over the 1 MiB of a ConfigMap goes
+//! compressed (`zstd -19 plugin.wasm`: every source takes `.wasm.zst`) or in a plugin
+//! directory (a volume).
 
 // The generated bindings are the SDK's only unsafe code (see the module's docs).
 #[allow(unsafe_code)]
