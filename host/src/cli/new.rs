@@ -364,35 +364,84 @@ fn render(template: &str, vars: &[(&str, &str)]) -> String {
     out
 }
 
-/// The files every project has, whatever its language: the CRD, a sample and a golden case.
-fn common_files(singular: &str, case: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
-    let file = |path: String, template: &str| (path, render(template, vars));
-    vec![
-        file("crd.yaml".into(), include_str!("new/common/crd.yaml.tmpl")),
-        file(
-            format!("samples/{singular}.yaml"),
-            include_str!("new/common/sample.yaml.tmpl"),
-        ),
-        file(
-            format!("tests/cases/{case}/object.yaml"),
-            include_str!("new/common/object.yaml.tmpl"),
-        ),
-        file(
-            format!("tests/cases/{case}/state.yaml"),
-            include_str!("new/common/state.yaml"),
-        ),
-        file(
-            format!("tests/cases/{case}/expected.yaml"),
-            include_str!("new/common/expected.yaml.tmpl"),
-        ),
-    ]
+/// What every project's templates are filled with, whatever its language.
+struct Shared<'a> {
+    name: &'a str,
+    kind: &'a Kind,
+    singular: String,
+    plural: String,
+    case: String,
+    summary: String,
+}
+
+impl<'a> Shared<'a> {
+    fn new(name: &'a str, kind: &'a Kind) -> Self {
+        let singular = kind.kind.to_ascii_lowercase();
+        Self {
+            name,
+            kind,
+            plural: kind.plural(),
+            case: format!("{singular}-gets-its-configmap"),
+            summary: format!(
+                "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
+                kind.kind, kind.group, kind.version
+            ),
+            singular,
+        }
+    }
+
+    /// The placeholders every project's templates use, the SDK dependency and the CRD file's
+    /// header among them; a language adds its own.
+    fn vars<'b>(&'b self, sdk: &'b str, crd_header: &'b str) -> Vec<(&'b str, &'b str)> {
+        vec![
+            ("name", self.name),
+            ("summary", &self.summary),
+            ("sdk", sdk),
+            ("group", &self.kind.group),
+            ("version", &self.kind.version),
+            ("kind", &self.kind.kind),
+            ("plural", &self.plural),
+            ("singular", &self.singular),
+            ("case", &self.case),
+            ("crd_header", crd_header),
+        ]
+    }
+
+    /// The language's own `templates` (path, text) filled from `vars`, then the files every
+    /// project has: the CRD, a sample and a golden case.
+    fn files(&self, vars: &[(&str, &str)], templates: &[(&str, &str)]) -> Vec<(String, String)> {
+        let file = |path: String, template: &str| (path, render(template, vars));
+        let (singular, case) = (&self.singular, &self.case);
+        let mut files: Vec<_> = templates
+            .iter()
+            .map(|(path, template)| file((*path).to_owned(), template))
+            .collect();
+        files.extend([
+            file("crd.yaml".into(), include_str!("new/common/crd.yaml.tmpl")),
+            file(
+                format!("samples/{singular}.yaml"),
+                include_str!("new/common/sample.yaml.tmpl"),
+            ),
+            file(
+                format!("tests/cases/{case}/object.yaml"),
+                include_str!("new/common/object.yaml.tmpl"),
+            ),
+            file(
+                format!("tests/cases/{case}/state.yaml"),
+                include_str!("new/common/state.yaml"),
+            ),
+            file(
+                format!("tests/cases/{case}/expected.yaml"),
+                include_str!("new/common/expected.yaml.tmpl"),
+            ),
+        ]);
+        files
+    }
 }
 
 /// The files of a Rust project, paths relative to its directory.
 fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(String, String)> {
-    let singular = kind.kind.to_ascii_lowercase();
-    let plural = kind.plural();
-    let case = format!("{singular}-gets-its-configmap");
+    let shared = Shared::new(name, kind);
     let crate_name = name.replace('-', "_");
     let mut owns_uses = String::new();
     let mut owns_calls = String::new();
@@ -406,33 +455,21 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
             let _ = write!(owns_calls, "\n            .owns::<{k}>()");
         }
     }
-    let summary = format!(
-        "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
-        kind.kind, kind.group, kind.version
-    );
     // As `wasmop_guest::crd::rendered` writes it, so `cargo test` finds the file unchanged.
     let crd_header = format!(
         "# The {} CustomResourceDefinition, generated from the plugin's Rust types by\n\
          # `WASMOP_BLESS=1 cargo test -p {name}`: edit the types, not this file.\n",
         kind.kind
     );
-    let vars: &[(&str, &str)] = &[
-        ("name", name),
-        ("crate", &crate_name),
-        ("summary", &summary),
-        ("sdk", sdk),
+    let mut vars = shared.vars(sdk, &crd_header);
+    vars.extend([
+        ("crate", crate_name.as_str()),
         (
             "deps",
             "# The CRD is derived from the Rust types (kube's CustomResource, through the SDK).\nschemars = \"1\"\n",
         ),
-        ("group", &kind.group),
-        ("version", &kind.version),
-        ("kind", &kind.kind),
-        ("plural", &plural),
-        ("singular", &singular),
         ("owns_uses", &owns_uses),
         ("owns_calls", &owns_calls),
-        ("case", &case),
         (
             "crd_line",
             "- `crd.yaml`: the CRD, generated from the types in `src/lib.rs`: `cargo test` checks it,\n  `WASMOP_BLESS=1 cargo test` rewrites it.\n",
@@ -442,24 +479,20 @@ fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(Str
             "cargo test                                       # crd.yaml is what the types generate\n",
         ),
         ("install_lines", "kubectl apply -f crd.yaml\n"),
-        ("crd_header", &crd_header),
-    ];
-    let file = |path: String, template: &str| (path, render(template, vars));
-    let mut files = vec![
-        file(
-            "Cargo.toml".into(),
-            include_str!("new/rust/Cargo.toml.tmpl"),
-        ),
-        file(
-            "rust-toolchain.toml".into(),
-            include_str!("new/rust/rust-toolchain.toml"),
-        ),
-        file(".gitignore".into(), include_str!("new/rust/gitignore")),
-        file("README.md".into(), include_str!("new/rust/README.md.tmpl")),
-        file("src/lib.rs".into(), include_str!("new/rust/custom.rs.tmpl")),
-    ];
-    files.extend(common_files(&singular, &case, vars));
-    files
+    ]);
+    shared.files(
+        &vars,
+        &[
+            ("Cargo.toml", include_str!("new/rust/Cargo.toml.tmpl")),
+            (
+                "rust-toolchain.toml",
+                include_str!("new/rust/rust-toolchain.toml"),
+            ),
+            (".gitignore", include_str!("new/rust/gitignore")),
+            ("README.md", include_str!("new/rust/README.md.tmpl")),
+            ("src/lib.rs", include_str!("new/rust/custom.rs.tmpl")),
+        ],
+    )
 }
 
 /// The API group of a k8s-openapi module in [`BUILT_IN`].

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 
-use super::{BUILT_IN, Kind, RawNew, api_group, common_files, render};
+use super::{BUILT_IN, Kind, RawNew, Shared, api_group};
 
 /// Go's keywords: a package name (the plugin's name without its dashes) may be none of them.
 const KEYWORDS: &[&str] = &[
@@ -115,9 +115,7 @@ pub(super) fn go_project(
     owns: &[String],
     sdk: &str,
 ) -> Vec<(String, String)> {
-    let singular = kind.kind.to_ascii_lowercase();
-    let plural = kind.plural();
-    let case = format!("{singular}-gets-its-configmap");
+    let shared = Shared::new(name, kind);
     let mut owns_vars = String::new();
     let mut owns_calls = String::new();
     for k in owns {
@@ -133,45 +131,29 @@ pub(super) fn go_project(
             let _ = write!(owns_calls, ".Owns({k}Kind)");
         }
     }
-    let summary = format!(
-        "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
-        kind.kind, kind.group, kind.version
-    );
     let crd_header = format!(
         "# The {} CustomResourceDefinition: keep its schema in step with {}Spec in plugin.go.\n",
         kind.kind, kind.kind
     );
     let module = format!("example.com/{name}");
-    let vars: &[(&str, &str)] = &[
-        ("name", name),
+    let mut vars = shared.vars(sdk, &crd_header);
+    vars.extend([
         ("package", package),
         ("module", &module),
-        ("summary", &summary),
-        ("sdk", sdk),
-        ("group", &kind.group),
-        ("version", &kind.version),
-        ("kind", &kind.kind),
-        ("plural", &plural),
-        ("singular", &singular),
         ("owns_vars", &owns_vars),
         ("owns_calls", &owns_calls),
-        ("case", &case),
-        ("crd_header", &crd_header),
-    ];
-    let file = |path: String, template: &str| (path, render(template, vars));
-    let mut files = vec![
-        file("plugin.go".into(), include_str!("go/plugin.go.tmpl")),
-        file(
-            "plugin_test.go".into(),
-            include_str!("go/plugin_test.go.tmpl"),
-        ),
-        file("go.mod".into(), include_str!("go/go.mod.tmpl")),
-        file("build".into(), include_str!("go/build.tmpl")),
-        file(".gitignore".into(), include_str!("go/gitignore")),
-        file("README.md".into(), include_str!("go/README.md.tmpl")),
-    ];
-    files.extend(common_files(&singular, &case, vars));
-    files
+    ]);
+    shared.files(
+        &vars,
+        &[
+            ("plugin.go", include_str!("go/plugin.go.tmpl")),
+            ("plugin_test.go", include_str!("go/plugin_test.go.tmpl")),
+            ("go.mod", include_str!("go/go.mod.tmpl")),
+            ("build", include_str!("go/build.tmpl")),
+            (".gitignore", include_str!("go/gitignore")),
+            ("README.md", include_str!("go/README.md.tmpl")),
+        ],
+    )
 }
 
 #[cfg(test)]

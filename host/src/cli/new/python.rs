@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, bail};
 
-use super::{BUILT_IN, Kind, RawNew, api_group, common_files, render};
+use super::{BUILT_IN, Kind, RawNew, Shared, api_group};
 
 /// The WIT files of the contract this wasmop speaks, as a Python project builds against.
 const WIT: &[(&str, &str)] = &[("wit/plugin.wit", include_str!("../../../../wit/plugin.wit"))];
@@ -119,9 +119,7 @@ pub(super) fn python_project(
     owns: &[String],
     sdk: &str,
 ) -> Vec<(String, String)> {
-    let singular = kind.kind.to_ascii_lowercase();
-    let plural = kind.plural();
-    let case = format!("{singular}-gets-its-configmap");
+    let shared = Shared::new(name, kind);
     let kind_const = upper_snake(&kind.kind);
     let mut owns_consts = String::new();
     let mut owns_calls = String::new();
@@ -140,41 +138,29 @@ pub(super) fn python_project(
     if !owns_consts.is_empty() {
         owns_consts.insert_str(0, "#: What it owns besides its ConfigMap.\n");
     }
-    let summary = format!(
-        "each {} ({}/{}) gets a ConfigMap with its message and a Ready condition",
-        kind.kind, kind.group, kind.version
-    );
     let crd_header = format!(
         "# The {} CustomResourceDefinition: keep its schema in step with {}Spec in app.py.\n",
         kind.kind, kind.kind
     );
-    let vars: &[(&str, &str)] = &[
-        ("name", name),
-        ("summary", &summary),
-        ("sdk", sdk),
-        ("group", &kind.group),
-        ("version", &kind.version),
-        ("kind", &kind.kind),
-        ("kind_const", &kind_const),
-        ("plural", &plural),
-        ("singular", &singular),
+    let mut vars = shared.vars(sdk, &crd_header);
+    vars.extend([
+        ("kind_const", kind_const.as_str()),
         ("owns_consts", &owns_consts),
         ("owns_calls", &owns_calls),
-        ("case", &case),
-        ("crd_header", &crd_header),
-    ];
-    let file = |path: String, template: &str| (path, render(template, vars));
-    let mut files = vec![
-        file("app.py".into(), include_str!("python/app.py.tmpl")),
-        file("build.py".into(), include_str!("python/build.py.tmpl")),
-        file(
-            "requirements.txt".into(),
-            include_str!("python/requirements.txt.tmpl"),
-        ),
-        file(".gitignore".into(), include_str!("python/gitignore")),
-        file("README.md".into(), include_str!("python/README.md.tmpl")),
-    ];
-    files.extend(common_files(&singular, &case, vars));
+    ]);
+    let mut files = shared.files(
+        &vars,
+        &[
+            ("app.py", include_str!("python/app.py.tmpl")),
+            ("build.py", include_str!("python/build.py.tmpl")),
+            (
+                "requirements.txt",
+                include_str!("python/requirements.txt.tmpl"),
+            ),
+            (".gitignore", include_str!("python/gitignore")),
+            ("README.md", include_str!("python/README.md.tmpl")),
+        ],
+    );
     // Verbatim: the WIT is the contract, not a template.
     files.extend(WIT.iter().map(|(p, t)| ((*p).to_owned(), (*t).to_owned())));
     files
