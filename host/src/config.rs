@@ -110,6 +110,9 @@ pub struct Config {
     /// plugin goes from hundreds of ms of Cranelift to tens of ms of Winch (README, "Reload
     /// latency"), for calls about a third slower until Cranelift's code takes over.
     pub(crate) tiered_compilation: bool,
+    /// Whether the engine writes `/tmp/perf-<pid>.map`, so that `perf` names the plugins'
+    /// functions; see [`wasmop_runtime::RuntimeConfig::perf_map`].
+    pub(crate) perf_map: bool,
     /// Guest computing after which a call moves to the low-priority lane (threads at nice
     /// 19); `None` never moves one.
     pub(crate) demote_after: Option<Duration>,
@@ -270,6 +273,7 @@ impl Config {
             cache_directory: raw.cache_directory.map(PathBuf::from),
             precompiled_directory: raw.precompiled_directory.map(PathBuf::from),
             tiered_compilation: raw.tiered_compilation.unwrap_or(true),
+            perf_map: raw.perf_map.unwrap_or(false),
             demote_after,
             describe_deadline,
             namespace,
@@ -387,6 +391,20 @@ mod tests {
         let err = parse("demoteAfter: soon\n").expect_err("not a duration");
         let text = format!("{:#}", anyhow::Error::from(err));
         assert!(text.contains("demoteAfter"), "{text}");
+    }
+
+    #[test]
+    fn the_perf_map_is_off_unless_the_config_turns_it_on() {
+        assert!(!parse("").expect("valid").runtime_config().perf_map);
+        assert!(
+            parse("perfMap: true\n")
+                .expect("valid")
+                .runtime_config()
+                .perf_map
+        );
+        let err = parse("perfMap: 1\n").expect_err("not a boolean");
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert!(text.contains("perfMap"), "{text}");
     }
 
     #[test]

@@ -29,7 +29,8 @@
 //!
 //! Set `WASMOP_BENCH_CALLS` to change the number of measured calls (default 20 000), and
 //! `WASMOP_BENCH_ONLY=wasm|noop|native|go|python` to run only that path in a loop (for `perf
-//! record`).
+//! record`; with `WASMOP_PERF_MAP=1` the engine writes `/tmp/perf-<pid>.map`, so that `perf
+//! report` names the plugin's own functions).
 //!
 //! The figures measured on the 2-core development machine, and what the remaining cost is
 //! made of (from `perf` profiles of this benchmark), are in the README, section
@@ -298,10 +299,13 @@ fn main() -> anyhow::Result<()> {
         .build()?;
 
     tokio.block_on(async {
+        // WASMOP_PERF_MAP=1: /tmp/perf-<pid>.map names the plugins' functions for `perf`.
+        let perf_map = std::env::var("WASMOP_PERF_MAP").is_ok_and(|v| v == "1" || v == "true");
         let config = || {
             RuntimeConfig::default()
                 .concurrency(16)
                 .cache_dir(cache.path())
+                .perf_map(perf_map)
         };
         let runtime = Runtime::new(config())?;
         let started = Instant::now();

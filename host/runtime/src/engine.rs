@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
-    Strategy,
+    ProfilingStrategy, Strategy,
 };
 
 use super::tiered::Baseline;
@@ -103,6 +103,9 @@ fn base_config(config: &RuntimeConfig) -> Config {
     .wasm_backtrace_max_frames(NonZeroUsize::new(BACKTRACE_FRAMES));
     if config.fuel_enabled() {
         c.consume_fuel(true);
+    }
+    if config.perf_map {
+        c.profiler(ProfilingStrategy::PerfMap);
     }
     c
 }

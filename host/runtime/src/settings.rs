@@ -124,6 +124,13 @@ pub struct RuntimeConfig {
     /// an interpreter first (CPython) takes tens of ms; a `describe` that loops is refused
     /// after this instead of the call deadline, so it cannot hold a load up for long.
     pub describe_deadline: Duration,
+    /// Whether the engine tells `perf` where the plugins' compiled functions are: a line per
+    /// function in `/tmp/perf-<pid>.map` as each version's code is loaded (compiled or from
+    /// an artefact), so that `perf record` / `perf report` name a plugin's functions instead
+    /// of showing anonymous addresses. The names come from the component's name section (a
+    /// plugin whose symbols were stripped shows `wasm-function[N]`). Changes no generated
+    /// code; off by default.
+    pub perf_map: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -141,6 +148,7 @@ impl Default for RuntimeConfig {
             tiered: false,
             demote_after: None,
             describe_deadline: DEFAULT_DESCRIBE_DEADLINE,
+            perf_map: false,
         }
     }
 }
@@ -232,6 +240,13 @@ impl RuntimeConfig {
     /// Sets how long `describe` may run at load (see [`Self::describe_deadline`]).
     pub fn describe_deadline(mut self, deadline: Duration) -> Self {
         self.describe_deadline = deadline;
+        self
+    }
+
+    /// Writes `/tmp/perf-<pid>.map` for `perf` (see [`Self::perf_map`]).
+    #[must_use]
+    pub fn perf_map(mut self, on: bool) -> Self {
+        self.perf_map = on;
         self
     }
 

@@ -56,6 +56,10 @@ pub(crate) struct RunArgs {
         value_name = "DIR"
     )]
     pub(crate) precompiled_directory: Option<PathBuf>,
+    /// Write /tmp/perf-<pid>.map as plugins load, so that `perf record`/`perf report` name
+    /// their functions (`true`/`false`; the config's `perfMap`).
+    #[arg(long, env = "WASMOP_PERF_MAP", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub(crate) perf_map: Option<bool>,
     /// Guest computing after which a call moves to low-priority threads (`50ms`; `0s`: never).
     #[arg(long, env = "WASMOP_DEMOTE_AFTER", value_name = "DURATION")]
     pub(crate) demote_after: Option<String>,
@@ -130,6 +134,9 @@ impl RunArgs {
         }
         if let Some(d) = &self.demote_after {
             raw.demote_after = Some(d.clone());
+        }
+        if let Some(on) = self.perf_map {
+            raw.perf_map = Some(on);
         }
         if let Some(ns) = &self.namespace {
             raw.namespace = Some(ns.clone());

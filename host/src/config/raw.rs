@@ -36,6 +36,8 @@
 //! precompiledDirectory: /usr/lib/wasmop/precompiled
 //! # A version without an artefact runs on Winch code at once, Cranelift's later (default: true).
 //! tieredCompilation: true
+//! # Write /tmp/perf-<pid>.map, so that `perf` names the plugins' functions (default: false).
+//! perfMap: false
 //! # A call whose guest code computes this long moves to nice-19 threads (default 50ms; 0s = never).
 //! demoteAfter: 50ms
 //! # How long a plugin's `describe` may run at load (default 1s, at most 5m).
@@ -106,6 +108,8 @@ pub struct RawConfig {
     pub(crate) precompiled_directory: Option<String>,
     /// Tiered loading: Winch code first, Cranelift's once compiled in the background.
     pub(crate) tiered_compilation: Option<bool>,
+    /// `/tmp/perf-<pid>.map` for `perf`.
+    pub(crate) perf_map: Option<bool>,
     /// Guest computing after which a call is demoted to the low-priority lane, as a duration
     /// (`0s`: never).
     pub(crate) demote_after: Option<String>,

@@ -24,6 +24,7 @@ impl Config {
             .limits(limits)
             .consume_fuel(self.any_fuel_budget())
             .tiered(self.tiered_compilation)
+            .perf_map(self.perf_map)
             .demote_after(self.demote_after)
             .describe_deadline(self.describe_deadline);
         if let Some(dir) = &self.cache_directory {

@@ -257,3 +257,47 @@ where
     }
     out
 }
+
+/// With the perf map on, the engine writes `/tmp/perf-<pid>.map` naming the plugin's
+/// functions, for code it compiles and for code it loads from an artefact alike.
+#[tokio::test]
+async fn the_perf_map_names_a_plugins_functions_compiled_or_cached() {
+    let _shared = crate::support::shared().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", std::process::id()));
+    let profiled = || {
+        Runtime::new(
+            RuntimeConfig::default()
+                .concurrency(2)
+                .limits(test_limits())
+                .cache_dir(dir.path())
+                .perf_map(true),
+        )
+        .expect("runtime")
+    };
+    let lines = || {
+        std::fs::read_to_string(&map)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("hostile_well_behaved"))
+            .count()
+    };
+    let before = lines();
+    let compiled = load(&profiled(), "well-behaved").await;
+    assert!(!compiled.load_stats().from_cache);
+    let after_compile = lines();
+    assert!(
+        after_compile > before,
+        "{} names no function of the compiled plugin",
+        map.display()
+    );
+    let cached = load(&profiled(), "well-behaved").await;
+    assert!(cached.load_stats().from_cache);
+    assert!(
+        lines() > after_compile,
+        "{} names no function of the plugin loaded from its artefact",
+        map.display()
+    );
+    healthy_call(&cached, "profiled", "8").await;
+    let _ = std::fs::remove_file(&map);
+}
