@@ -23,13 +23,20 @@ func decode(data []byte, into any, denyUnknown bool) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("cannot decode into %T: a non-nil pointer is needed", into)
 	}
+	t := rv.Type().Elem()
+	// The usual case, in one pass over the text: encoding/json takes it, and what it does
+	// not check is checked on the parts of the text that can fail it (needsCheck).
+	if json.Unmarshal(data, into) == nil {
+		return check(t, data, "", denyUnknown)
+	}
+	// It did not: the same checks first, then encoding/json's error, as serde would say it.
 	var tree any
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	if err := d.Decode(&tree); err != nil {
 		return fmt.Errorf("invalid JSON: %v", err)
 	}
-	if err := check(rv.Type().Elem(), tree, "", denyUnknown); err != nil {
+	if err := check(t, data, "", denyUnknown); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, into); err != nil {
@@ -122,19 +129,61 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// check walks value (decoded with UseNumber) against t for what encoding/json lets pass.
-func check(t reflect.Type, value any, path string, strict bool) error {
+// needsCheckCache holds needsCheck's answer per type.
+var needsCheckCache sync.Map // reflect.Type -> bool
+
+// needsCheck is whether a value of type t can fail a non-strict check: t, or a type it
+// holds, is a struct with a required field. Only those parts of an object's text are parsed
+// again (a Database's spec, not its metadata).
+func needsCheck(t reflect.Type) bool {
+	if v, ok := needsCheckCache.Load(t); ok {
+		return v.(bool)
+	}
+	v, _ := needsCheckCache.LoadOrStore(t, computeNeedsCheck(t, map[reflect.Type]bool{}))
+	return v.(bool)
+}
+
+func computeNeedsCheck(t reflect.Type, visiting map[reflect.Type]bool) bool {
+	if visiting[t] {
+		return false // a cycle: whatever it holds is answered where it started
+	}
+	visiting[t] = true
+	defer delete(visiting, t)
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return computeNeedsCheck(t.Elem(), visiting)
+	case reflect.Struct:
+		for _, f := range cachedFields(t) {
+			if f.required || computeNeedsCheck(f.typ, visiting) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isNull(data []byte) bool {
+	return string(bytes.TrimSpace(data)) == "null"
+}
+
+// check walks the JSON text data against t for what encoding/json lets pass: required
+// fields, and with strict, keys t does not have. Text of another shape than t (a string
+// for a struct, say) passes: encoding/json reports the type.
+func check(t reflect.Type, data []byte, path string, strict bool) error {
+	if !strict && !needsCheck(t) {
+		return nil
+	}
 	for t.Kind() == reflect.Pointer {
-		if value == nil {
+		if isNull(data) {
 			return nil
 		}
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		m, ok := value.(map[string]any)
-		if !ok {
-			return nil // not an object: encoding/json reports the type
+		var m map[string]json.RawMessage
+		if json.Unmarshal(data, &m) != nil || m == nil {
+			return nil
 		}
 		fs := cachedFields(t)
 		keys := make([]string, len(fs))
@@ -165,8 +214,8 @@ func check(t reflect.Type, value any, path string, strict bool) error {
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		items, ok := value.([]any)
-		if !ok {
+		var items []json.RawMessage
+		if json.Unmarshal(data, &items) != nil {
 			return nil
 		}
 		for i, item := range items {
@@ -175,8 +224,8 @@ func check(t reflect.Type, value any, path string, strict bool) error {
 			}
 		}
 	case reflect.Map:
-		m, ok := value.(map[string]any)
-		if !ok {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(data, &m) != nil {
 			return nil
 		}
 		for _, k := range slices.Sorted(maps.Keys(m)) {

@@ -102,10 +102,15 @@ func (o RawObject) JSON() []byte { return o.raw }
 // does not fit.
 func (o RawObject) Decode(into any) error {
 	if err := decode(o.raw, into, false); err != nil {
-		ref := Ref{Kind: KindOf(&o), Namespace: o.Namespace, Name: o.Name}
-		return &DecodeError{Message: "cannot decode " + ref.String() + " from the host as " + ref.Kind.String() + ": " + err.Error()}
+		return o.decodeError(err)
 	}
 	return nil
+}
+
+// decodeError is the permanent error of a failed decode of this object.
+func (o RawObject) decodeError(err error) error {
+	ref := Ref{Kind: KindOf(&o), Namespace: o.Namespace, Name: o.Name}
+	return &DecodeError{Message: "cannot decode " + ref.String() + " from the host as " + ref.Kind.String() + ": " + err.Error()}
 }
 
 // ConfigMap is a core/v1 ConfigMap.

@@ -49,7 +49,7 @@ func (NoCleanup[T]) Cleanup(*Context, T) (Action, error) { return Done(), nil }
 
 type plugin struct {
 	describe func() Info
-	call     func(ctx *Context, cleanup bool, obj RawObject) (Action, error)
+	call     func(ctx *Context, cleanup bool, object string) (Action, error)
 }
 
 var registered *plugin
@@ -68,10 +68,16 @@ func Register[T Object](r Reconciler[T]) {
 	warm(t.Elem())
 	registered = &plugin{
 		describe: r.Describe,
-		call: func(ctx *Context, cleanup bool, raw RawObject) (Action, error) {
+		call: func(ctx *Context, cleanup bool, object string) (Action, error) {
 			obj := reflect.New(t.Elem()).Interface().(T)
-			if err := raw.Decode(obj); err != nil {
-				return Action{}, err
+			if err := decode([]byte(object), obj, false); err != nil {
+				// Named by what the host sent (its kind and name), parsed only now: a call
+				// that decodes reads the object's text once (decode's fast path).
+				raw, perr := parseRaw(object)
+				if perr != nil {
+					return Action{}, perr
+				}
+				return Action{}, raw.decodeError(err)
 			}
 			if cleanup {
 				return r.Cleanup(ctx, obj)
@@ -110,16 +116,12 @@ func Serve(host Host, cleanup bool, target Ref, object string) (action Action, f
 	if registered == nil {
 		return Action{}, &ReconcileError{Message: "no reconciler registered: call wasmop.Register in the plugin's init function"}
 	}
-	raw, err := parseRaw(object)
-	if err != nil {
-		return Action{}, &ReconcileError{Message: err.Error()}
-	}
 	defer func() {
 		if v := recover(); v != nil {
 			action, failure = Action{}, &ReconcileError{Retryable: true, Message: capped(panicMessage(v))}
 		}
 	}()
-	action, err = registered.call(NewContext(host, target), cleanup, raw)
+	action, err := registered.call(NewContext(host, target), cleanup, object)
 	if err != nil {
 		retryable, message := verdict(err)
 		return Action{}, &ReconcileError{Retryable: retryable, Message: capped(message)}

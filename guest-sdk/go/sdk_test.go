@@ -3,6 +3,7 @@ package wasmop
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -244,5 +245,43 @@ func TestReconcileErrorsGetTheirVerdict(t *testing.T) {
 	registered = nil
 	if _, err := Described(); err == nil {
 		t.Fatal("no reconciler registered must be an error")
+	}
+}
+
+// The fast path (encoding/json takes the text) still finds what it does not check: a
+// missing required field deep inside a list, and what only the strict check refuses; a
+// type with nothing required is not parsed again.
+func TestDecodeChecksRequiredFieldsThatEncodingJSONAccepts(t *testing.T) {
+	type port struct {
+		Name   string `json:"name"`
+		Number int    `json:"number"`
+	}
+	type service struct {
+		Ports  []port            `json:"ports"`
+		ByName map[string]*port  `json:"byName,omitempty"`
+		Labels map[string]string `json:"labels,omitempty"`
+	}
+	var s service
+	err := decode([]byte(`{"ports":[{"name":"a","number":1},{"name":"b"}]}`), &s, false)
+	if err == nil || err.Error() != "missing field `number`" {
+		t.Fatalf("in a list: got %v", err)
+	}
+	err = decode([]byte(`{"ports":[],"byName":{"z":{"number":1},"a":null}}`), &s, false)
+	if err == nil || err.Error() != "missing field `name`" {
+		t.Fatalf("in a map: got %v", err)
+	}
+	if err := decode([]byte(`{"ports":null,"labels":{"x":"y"}}`), &s, false); err != nil {
+		t.Fatalf("null list: %v", err)
+	}
+	type labels struct {
+		Labels map[string]string `json:"labels,omitempty"`
+	}
+	if needsCheck(reflect.TypeOf(labels{})) || !needsCheck(reflect.TypeOf(service{})) ||
+		!needsCheck(reflect.TypeOf(ObjectMeta{})) {
+		t.Fatal("needsCheck: labels has nothing required; service has, and ObjectMeta's owner references")
+	}
+	err = decode([]byte(`{"ports":[{"name":"a","number":1,"extra":true}]}`), &s, true)
+	if err == nil || err.Error() != "unknown field `extra`, expected `name` or `number` in `ports[0]`" {
+		t.Fatalf("strict: got %v", err)
 	}
 }

@@ -7,11 +7,12 @@ import (
 
 // warm fills, for t and every type reachable from its fields, the caches that decoding and
 // encoding fill on first use: encoding/json's per-type field lists and encoders, and the
-// SDK's own field lists (cachedFields). A plugin's component is pre-initialised at build
-// time (guest-sdk/go/build): what init functions leave in memory, every call starts with,
-// and what a call computes is lost with its instance. Filled here, from Register and this
-// package's init, the caches are part of that state, where a call would otherwise rebuild
-// them with reflection every time (the bigger part of a small reconcile's cost).
+// SDK's own field lists (cachedFields) and needsCheck's answers. A plugin's component is
+// pre-initialised at build time (guest-sdk/go/build): what init functions leave in memory,
+// every call starts with, and what a call computes is lost with its instance. Filled here,
+// from Register and this package's init, the caches are part of that state, where a call
+// would otherwise rebuild them with reflection every time (the bigger part of a small
+// reconcile's cost).
 //
 // Best effort: a type whose encoding fails or panics on its zero value is left for the
 // call to cache as before.
@@ -23,6 +24,7 @@ func warm(t reflect.Type) {
 			return
 		}
 		seen[t] = true
+		needsCheck(t)
 		switch t.Kind() {
 		case reflect.Pointer, reflect.Slice, reflect.Array:
 			walk(t.Elem())
