@@ -62,6 +62,8 @@ impl Hasher for Sha256Hasher {
 #[derive(Debug, Clone)]
 pub(crate) struct ArtefactCache {
     dir: PathBuf,
+    /// Whether artefacts are mapped (the default) or read into memory (see [`Self::map`]).
+    map: bool,
 }
 
 impl ArtefactCache {
@@ -76,7 +78,22 @@ impl ArtefactCache {
             .collect();
         Self {
             dir: root.join(name),
+            map: true,
         }
+    }
+
+    /// Whether loaded artefacts are mapped from their files (`true`, the default: their code
+    /// lives in the shared page cache) or read into anonymous memory (`false`, with the perf
+    /// map: `perf` resolves code through `/tmp/perf-<pid>.map` only in anonymous mappings,
+    /// and names a file-backed mapping's samples by file offset).
+    pub(crate) fn map(mut self, map: bool) -> Self {
+        self.map = map;
+        self
+    }
+
+    /// Whether loaded artefacts are mapped from their files.
+    pub(crate) fn maps(&self) -> bool {
+        self.map
     }
 
     fn path(&self, digest: &Digest) -> PathBuf {
@@ -87,7 +104,7 @@ impl ArtefactCache {
     /// removed and reported as a miss.
     pub(crate) fn load(&self, engine: &Engine, digest: &Digest) -> Option<Component> {
         let artefact = self.path(digest);
-        match read_verified(engine, &artefact) {
+        match read_verified(engine, &artefact, self.map) {
             Ok(found) => found,
             Err(unusable) => {
                 let old = matches!(unusable, Unusable::OldFormat);
@@ -125,6 +142,9 @@ impl ArtefactCache {
     ) -> (Component, bool) {
         if let Err(e) = self.store(digest, &component) {
             tracing::warn!(error = %wasmop_core::chain(&e), "cannot cache the compiled plugin; it will be compiled again next time");
+            return (component, false);
+        }
+        if !self.map {
             return (component, false);
         }
         match self.load(engine, digest) {
@@ -239,6 +259,7 @@ impl Checksum {
 pub(super) fn read_verified(
     engine: &Engine,
     artefact: &Path,
+    map: bool,
 ) -> Result<Option<Component>, Unusable> {
     let expected = match std::fs::read_to_string(checksum_path(artefact)) {
         Ok(text) => Checksum::parse(&text).ok_or(Unusable::BadChecksumFile)?,
@@ -270,8 +291,14 @@ pub(super) fn read_verified(
     // file never gets here. wasmtime also checks the header and that the artefact was
     // compiled for this architecture, these CPU features and these engine settings, and errs
     // otherwise.
+    // Read into memory instead (`map` false), the same bytes pass the same checks.
     #[allow(unsafe_code)]
-    let loaded = unsafe { Component::deserialize_file(engine, artefact) };
+    let loaded = if map {
+        unsafe { Component::deserialize_file(engine, artefact) }
+    } else {
+        let bytes = std::fs::read(artefact).map_err(Unusable::Read)?;
+        unsafe { Component::deserialize(engine, &bytes) }
+    };
     loaded.map(Some).map_err(Unusable::Engine)
 }
 
@@ -403,7 +430,7 @@ mod tests {
         let bytes = std::fs::read(&f.artefact).expect("artefact");
         std::fs::write(&f.artefact, &bytes[..bytes.len() - 1]).expect("write");
         assert!(matches!(
-            read_verified(&f.engine, &f.artefact),
+            read_verified(&f.engine, &f.artefact, true),
             Err(Unusable::Length { .. })
         ));
         assert!(f.load().is_none());
@@ -416,7 +443,7 @@ mod tests {
         std::fs::remove_file(checksum_path(&f.artefact)).expect("remove");
         std::fs::write(old_checksum_path(&f.artefact), "ab".repeat(32)).expect("write");
         assert!(matches!(
-            read_verified(&f.engine, &f.artefact),
+            read_verified(&f.engine, &f.artefact, true),
             Err(Unusable::OldFormat)
         ));
         assert!(f.load().is_none());
@@ -437,7 +464,10 @@ mod tests {
     fn an_artefact_without_a_checksum_file_is_a_miss() {
         let f = stored();
         std::fs::remove_file(checksum_path(&f.artefact)).expect("remove");
-        assert!(matches!(read_verified(&f.engine, &f.artefact), Ok(None)));
+        assert!(matches!(
+            read_verified(&f.engine, &f.artefact, true),
+            Ok(None)
+        ));
         assert!(f.load().is_none());
         let component = Component::new(&f.engine, EMPTY_COMPONENT).expect("compiles");
         f.cache.store(&f.digest, &component).expect("stored");
@@ -449,7 +479,7 @@ mod tests {
         let f = stored();
         std::fs::write(checksum_path(&f.artefact), "crc32 nothex 12\n").expect("write");
         assert!(matches!(
-            read_verified(&f.engine, &f.artefact),
+            read_verified(&f.engine, &f.artefact, true),
             Err(Unusable::BadChecksumFile)
         ));
         assert!(f.load().is_none());

@@ -173,7 +173,7 @@ fn compile(
             from_cache: true,
             precompiled: false,
             compiler: inner.config.compiler,
-            mapped: true,
+            mapped: cache.maps(),
         };
         return Ok((component, stats));
     }
@@ -183,6 +183,7 @@ fn compile(
             &inner.engine,
             digest,
             super::precompiled::ArtefactMode::of(&inner.mode),
+            !inner.config.perf_map,
         )
     {
         let stats = LoadStats {
@@ -191,7 +192,7 @@ fn compile(
             from_cache: true,
             precompiled: true,
             compiler: inner.config.compiler,
-            mapped: true,
+            mapped: !inner.config.perf_map,
         };
         return Ok((component, stats));
     }

@@ -152,9 +152,10 @@ pub(crate) fn load(
     engine: &Engine,
     digest: &Digest,
     mode: ArtefactMode,
+    map: bool,
 ) -> Option<Component> {
     let artefact = path(dir, digest, mode);
-    match super::cache::read_verified(engine, &artefact) {
+    match super::cache::read_verified(engine, &artefact, map) {
         Ok(found) => found,
         Err(unusable) => {
             let reason = wasmop_core::chain(&unusable);

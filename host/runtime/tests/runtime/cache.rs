@@ -293,6 +293,12 @@ async fn the_perf_map_names_a_plugins_functions_compiled_or_cached() {
     );
     let cached = load(&profiled(), "well-behaved").await;
     assert!(cached.load_stats().from_cache);
+    // perf reads the map only for anonymous memory: a mapped artefact's samples would be
+    // named by file offset.
+    assert!(
+        !compiled.load_stats().mapped && !cached.load_stats().mapped,
+        "with the perf map, code runs from memory, not from the mapped artefact"
+    );
     assert!(
         lines() > after_compile,
         "{} names no function of the plugin loaded from its artefact",
