@@ -6,7 +6,6 @@
 //! values only: every value is checked here before it reaches a file name, a Rust source or
 //! YAML, so a generated project always parses.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
@@ -15,6 +14,7 @@ use super::Exit;
 
 mod go;
 mod python;
+mod rust;
 
 /// What `--help` shows after the options.
 const AFTER_HELP: &str = "\
@@ -275,85 +275,6 @@ fn is_version(v: &str) -> bool {
     !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// A TOML basic string: the text quoted, with `"`, `\` and control characters escaped.
-fn toml_string(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04X}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// The SDK dependency line of `Cargo.toml` (the value after `wasmop-guest = `).
-fn sdk_dependency(raw: &RawNew) -> anyhow::Result<String> {
-    let features = r#"features = ["crd"]"#;
-    if let Some(path) = &raw.sdk_path {
-        let path = std::path::absolute(path)
-            .with_context(|| format!("cannot resolve --sdk-path {}", path.display()))?;
-        check_sdk_dir(&path)?;
-        let text = path
-            .to_str()
-            .with_context(|| format!("--sdk-path {} is not UTF-8", path.display()))?;
-        return Ok(format!("{{ path = {}, {features} }}", toml_string(text)));
-    }
-    if let Some(url) = &raw.sdk_git {
-        let rev = raw
-            .sdk_rev
-            .as_ref()
-            .map(|r| format!(", rev = {}", toml_string(r)))
-            .unwrap_or_default();
-        return Ok(format!("{{ git = {}{rev}, {features} }}", toml_string(url)));
-    }
-    if let Some(version) = &raw.sdk_version {
-        return Ok(format!(
-            "{{ version = {}, {features} }}",
-            toml_string(version)
-        ));
-    }
-    // The checkout this binary was built from, if it is still there.
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/rust");
-    match std::fs::canonicalize(&built_from) {
-        Ok(path) if check_sdk_dir(&path).is_ok() => {
-            let text = path.to_str().context("the SDK's path is not UTF-8")?;
-            Ok(format!("{{ path = {}, {features} }}", toml_string(text)))
-        }
-        _ => bail!(
-            "no SDK to depend on: this wasmop was not built from a checkout that is still at \
-             {}; give --sdk-path DIR (a checkout's guest-sdk/rust), --sdk-git URL or \
-             --sdk-version VERSION",
-            built_from.display()
-        ),
-    }
-}
-
-/// Checks that `dir` holds the `wasmop-guest` crate.
-fn check_sdk_dir(dir: &Path) -> anyhow::Result<()> {
-    let manifest = dir.join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest).with_context(|| {
-        format!(
-            "--sdk-path {}: cannot read {} (the SDK is a checkout's guest-sdk/rust)",
-            dir.display(),
-            manifest.display()
-        )
-    })?;
-    if !text.contains("name = \"wasmop-guest\"") {
-        bail!(
-            "--sdk-path {}: {} is not the wasmop-guest crate's",
-            dir.display(),
-            manifest.display()
-        );
-    }
-    Ok(())
-}
-
 /// Fills a template's `{{key}}` placeholders. Every placeholder must have a value: a left-over
 /// one is a bug in the templates, caught by the unit tests.
 fn render(template: &str, vars: &[(&str, &str)]) -> String {
@@ -437,62 +358,6 @@ impl<'a> Shared<'a> {
         ]);
         files
     }
-}
-
-/// The files of a Rust project, paths relative to its directory.
-fn rust_project(name: &str, kind: &Kind, owns: &[String], sdk: &str) -> Vec<(String, String)> {
-    let shared = Shared::new(name, kind);
-    let crate_name = name.replace('-', "_");
-    let mut owns_uses = String::new();
-    let mut owns_calls = String::new();
-    for k in owns {
-        // The ConfigMap is owned already.
-        if let Some((k, module)) = BUILT_IN.iter().find(|(b, _)| b == k && *b != "ConfigMap") {
-            let _ = writeln!(
-                owns_uses,
-                "use wasmop_guest::k8s_openapi::api::{module}::{k};"
-            );
-            let _ = write!(owns_calls, "\n            .owns::<{k}>()");
-        }
-    }
-    // As `wasmop_guest::crd::rendered` writes it, so `cargo test` finds the file unchanged.
-    let crd_header = format!(
-        "# The {} CustomResourceDefinition, generated from the plugin's Rust types by\n\
-         # `WASMOP_BLESS=1 cargo test -p {name}`: edit the types, not this file.\n",
-        kind.kind
-    );
-    let mut vars = shared.vars(sdk, &crd_header);
-    vars.extend([
-        ("crate", crate_name.as_str()),
-        (
-            "deps",
-            "# The CRD is derived from the Rust types (kube's CustomResource, through the SDK).\nschemars = \"1\"\n",
-        ),
-        ("owns_uses", &owns_uses),
-        ("owns_calls", &owns_calls),
-        (
-            "crd_line",
-            "- `crd.yaml`: the CRD, generated from the types in `src/lib.rs`: `cargo test` checks it,\n  `WASMOP_BLESS=1 cargo test` rewrites it.\n",
-        ),
-        (
-            "cargo_test_line",
-            "cargo test                                       # crd.yaml is what the types generate\n",
-        ),
-        ("install_lines", "kubectl apply -f crd.yaml\n"),
-    ]);
-    shared.files(
-        &vars,
-        &[
-            ("Cargo.toml", include_str!("new/rust/Cargo.toml.tmpl")),
-            (
-                "rust-toolchain.toml",
-                include_str!("new/rust/rust-toolchain.toml"),
-            ),
-            (".gitignore", include_str!("new/rust/gitignore")),
-            ("README.md", include_str!("new/rust/README.md.tmpl")),
-            ("src/lib.rs", include_str!("new/rust/custom.rs.tmpl")),
-        ],
-    )
 }
 
 /// The API group of a k8s-openapi module in [`BUILT_IN`].
@@ -587,7 +452,7 @@ pub(crate) async fn run(raw: RawNew) -> anyhow::Result<Exit> {
     let owns = owned_kinds(&raw.owns)?;
     let dir = raw.dir.clone().unwrap_or_else(|| PathBuf::from(&name));
     let files = match raw.lang {
-        Lang::Rust => rust_project(&name, &kind, &owns, &sdk_dependency(&raw)?),
+        Lang::Rust => rust::rust_project(&name, &kind, &owns, &rust::sdk_dependency(&raw)?),
         Lang::Python => {
             python::python_project(&name, &kind, &owns, &python::python_sdk_requirement(&raw)?)
         }
@@ -699,40 +564,12 @@ mod tests {
     }
 
     #[test]
-    fn every_placeholder_is_filled() {
-        let kind = Kind::parse("example.com/v1/Widget").unwrap();
-        let files = rust_project(
-            "widgets",
-            &kind,
-            &["Job".into(), "ConfigMap".into()],
-            "{ path = \"/x\" }",
-        );
-        for (path, text) in &files {
-            assert!(
-                !text.contains("{{"),
-                "{path} has a placeholder left:\n{text}"
-            );
-        }
-        let lib = &files.iter().find(|(p, _)| p == "src/lib.rs").unwrap().1;
-        assert!(lib.contains("use wasmop_guest::k8s_openapi::api::batch::v1::Job;"));
-        assert!(lib.contains(".owns::<Job>()"));
-        let crd = &files.iter().find(|(p, _)| p == "crd.yaml").unwrap().1;
-        assert!(crd.contains("name: widgets.example.com"), "{crd}");
-    }
-
-    #[test]
     fn sensitive_and_unknown_kinds_are_not_scaffolded() {
         let e = owned_kinds(&["Secret".into()]).unwrap_err().to_string();
         assert!(e.contains("sensitive") && e.contains("grant"), "{e}");
         let e = owned_kinds(&["Widget".into()]).unwrap_err().to_string();
         assert!(e.contains("`Widget`") && e.contains("Deployment"), "{e}");
         assert_eq!(owned_kinds(&["Job".into(), "Job".into()]).unwrap(), ["Job"]);
-    }
-
-    #[test]
-    fn toml_strings_are_escaped() {
-        assert_eq!(toml_string(r#"a"b\c"#), r#""a\"b\\c""#);
-        assert_eq!(toml_string("a\nb"), r#""a\u000Ab""#);
     }
 
     #[test]
