@@ -272,7 +272,13 @@ pub(super) fn read_verified(
         }
         Err(e) => return Err(Unusable::ReadChecksum(e)),
     };
-    let actual = file_checksum(artefact, expected.len)?;
+    // Mapped, the file is checked through a small buffer; read into memory, on the bytes read.
+    let (actual, bytes) = if map {
+        (file_checksum(artefact, expected.len)?, None)
+    } else {
+        let bytes = std::fs::read(artefact).map_err(Unusable::Read)?;
+        (Checksum::of(&bytes), Some(bytes))
+    };
     if actual.len != expected.len {
         return Err(Unusable::Length {
             expected: expected.len,
@@ -291,13 +297,11 @@ pub(super) fn read_verified(
     // file never gets here. wasmtime also checks the header and that the artefact was
     // compiled for this architecture, these CPU features and these engine settings, and errs
     // otherwise.
-    // Read into memory instead (`map` false), the same bytes pass the same checks.
+    // Read into memory instead (`map` false), the bytes just checked are the ones loaded.
     #[allow(unsafe_code)]
-    let loaded = if map {
-        unsafe { Component::deserialize_file(engine, artefact) }
-    } else {
-        let bytes = std::fs::read(artefact).map_err(Unusable::Read)?;
-        unsafe { Component::deserialize(engine, &bytes) }
+    let loaded = match bytes {
+        None => unsafe { Component::deserialize_file(engine, artefact) },
+        Some(bytes) => unsafe { Component::deserialize(engine, &bytes) },
     };
     loaded.map(Some).map_err(Unusable::Engine)
 }

@@ -112,7 +112,7 @@ impl Runtime {
         let cache = config
             .cache_dir
             .as_deref()
-            .map(|dir| cache::ArtefactCache::new(dir, &engine).map(!config.perf_map));
+            .map(|dir| cache::ArtefactCache::new(dir, &engine).map(config.maps_artefacts()));
         let tiering = tiered::Tiering::new(&config);
         let ticker =
             engine::EpochTicker::start(engine.clone(), tiering.ticked_engine(), config.epoch_tick)

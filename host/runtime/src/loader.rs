@@ -183,7 +183,7 @@ fn compile(
             &inner.engine,
             digest,
             super::precompiled::ArtefactMode::of(&inner.mode),
-            !inner.config.perf_map,
+            inner.config.maps_artefacts(),
         )
     {
         let stats = LoadStats {
@@ -192,7 +192,7 @@ fn compile(
             from_cache: true,
             precompiled: true,
             compiler: inner.config.compiler,
-            mapped: !inner.config.perf_map,
+            mapped: inner.config.maps_artefacts(),
         };
         return Ok((component, stats));
     }

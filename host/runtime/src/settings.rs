@@ -250,6 +250,12 @@ impl RuntimeConfig {
         self
     }
 
+    /// Whether artefacts (cached or precompiled) are mapped from their files: not with the
+    /// perf map, which `perf` reads only for code in anonymous memory.
+    pub fn maps_artefacts(&self) -> bool {
+        !self.perf_map
+    }
+
     /// Whether the engine meters fuel: asked for, or implied by a default fuel budget.
     pub fn fuel_enabled(&self) -> bool {
         self.consume_fuel || self.limits.fuel.is_some()
