@@ -29,11 +29,10 @@ func decode(data []byte, into any, denyUnknown bool) error {
 	if json.Unmarshal(data, into) == nil {
 		return check(t, data, "", denyUnknown)
 	}
-	// It did not: the same checks first, then encoding/json's error, as serde would say it.
-	var tree any
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&tree); err != nil {
+	// It did not: text that is no JSON at all, or the same checks first, then encoding/json's
+	// error, as serde would say it.
+	var text json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&text); err != nil {
 		return fmt.Errorf("invalid JSON: %v", err)
 	}
 	if err := check(t, data, "", denyUnknown); err != nil {

@@ -285,3 +285,12 @@ func TestDecodeChecksRequiredFieldsThatEncodingJSONAccepts(t *testing.T) {
 		t.Fatalf("strict: got %v", err)
 	}
 }
+
+// Text that is no JSON is named as such, with encoding/json's reason.
+func TestDecodeNamesTextThatIsNoJSON(t *testing.T) {
+	var s spec
+	err := decode([]byte(`{"engine":`), &s, false)
+	if err == nil || err.Error() != "invalid JSON: unexpected EOF" {
+		t.Fatalf("got %v", err)
+	}
+}
