@@ -22,7 +22,7 @@ through the `Context` each reconcile gets, within what it declared in `describe`
     Reconciler = wasmop.export(TeamInfo)
 
 Build it with `guest-sdk/python/build <plugin-dir> -o plugin.wasm` and try it offline with
-`wasmop test`. The contract is `wit/plugin.wit` (`wasmop:plugin@0.2.0`).
+`wasmop test`. The contract is `wit/plugin.wit` (`wasmop:plugin@0.3.0`).
 """
 
 from . import log

@@ -1,4 +1,4 @@
-"""The generated bindings of the `wasmop:plugin@0.2.0` world, in one place.
+"""The generated bindings of the `wasmop:plugin@0.3.0` world `plugin`, in one place.
 
 componentize-py generates the package `wit_world` from `wit/plugin.wit` when it builds a
 plugin (and `guest-sdk/python/check` generates it for the SDK's own tests and type check).

@@ -32,6 +32,13 @@ pub enum Verb {
     PatchStatus,
 }
 
+impl Verb {
+    /// Whether the verb changes the cluster (everything but `get` and `list`).
+    pub fn writes(self) -> bool {
+        !matches!(self, Verb::Get | Verb::List)
+    }
+}
+
 impl fmt::Display for Verb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -135,6 +135,9 @@ pub(crate) struct HostContext {
     pub denials: Denials,
     /// The limit the guest breached, if any.
     pub breach: Option<LimitKind>,
+    /// Whether the call is an admission review: it may read, but every write (and Event) is
+    /// denied, as the `sideEffects: None` its webhook is registered with promises.
+    pub reviewing: bool,
     /// Set when a `kube`/`events` call starts: the epoch callback that follows its return
     /// is the epoch having moved on while the guest waited, not computing, and does not
     /// count towards demotion.
@@ -219,7 +222,23 @@ impl HostContext {
         kind: &str,
         namespace: Option<&str>,
     ) -> Result<(), ClusterError> {
-        if let Err(mut denial) = self.shared.grants.check(verb, group, kind, namespace) {
+        let checked = if self.reviewing && (call.is_some() || verb.writes()) {
+            Err(Denial {
+                verb: call.map_or_else(|| verb.to_string(), str::to_owned),
+                kind: if group.is_empty() {
+                    format!("core/{kind}")
+                } else {
+                    format!("{group}/{kind}")
+                },
+                namespace: namespace.map(str::to_owned),
+                reason: "an admission review may only read: its webhook is registered with \
+                         sideEffects None"
+                    .to_owned(),
+            })
+        } else {
+            self.shared.grants.check(verb, group, kind, namespace)
+        };
+        if let Err(mut denial) = checked {
             if let Some(call) = call {
                 denial.verb = call.to_owned();
             }
@@ -350,6 +369,7 @@ impl CallState {
                 denial: None,
                 denials: Denials::default(),
                 breach: None,
+                reviewing: false,
                 returned_from_cluster: false,
             },
             output: io.output,
@@ -422,10 +442,14 @@ impl WasiView for CallState {
 
 /// The one linker: WASI (with no ambient authority, see [`super::wasi`]) and the
 /// `wasmop:plugin` imports of every contract version the host implements (their names carry
-/// the version, so 0.1's and 0.2's never collide; see [`super::contract`]).
+/// the version, so the versions never collide; see [`super::contract`]).
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    bindings::v0_3::PluginWithAdmission::add_to_linker::<CallState, HasSelf<CallState>>(
+        &mut linker,
+        |s| s,
+    )?;
     bindings::v0_2::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
     bindings::v0_1::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)?;
     Ok(linker)

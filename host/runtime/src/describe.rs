@@ -10,10 +10,12 @@
 //! compile at once (see `loader`), and describes together take at most half the instance
 //! slots, so reconciles keep the other half however many plugins arrive at once.
 
+mod admission;
 mod declared;
 
 pub use self::declared::DeclarationError;
 
+use super::admission::AdmissionInfo;
 use super::call::{CallState, PluginShared};
 use super::contract::PluginPre;
 use super::dispatch::{failure, new_store};
@@ -24,13 +26,14 @@ use wasmop_core::plugin::{PluginInfo, PluginName};
 use wasmop_core::policy::Grants;
 
 /// Calls `describe` in a fresh instance of `pre` (compiled by `engine`: the main one, or the
-/// Winch engine of a tiered load) and validates what it returns.
+/// Winch engine of a tiered load) and validates what it returns: the reconciler's `info`,
+/// and the admission half's declaration when the component exports `admission`.
 pub(crate) async fn describe(
     runtime: &Runtime,
     engine: &wasmtime::Engine,
     pre: &PluginPre,
     limits: &Limits,
-) -> Result<PluginInfo, LoadError> {
+) -> Result<(PluginInfo, Option<AdmissionInfo>), LoadError> {
     let Ok(_describing) = runtime.inner.describing.acquire().await else {
         unreachable!("the describe semaphore is never closed");
     };
@@ -71,14 +74,22 @@ pub(crate) async fn describe(
     let result = tokio::time::timeout(deadline, pre.describe(&mut store)).await;
     let state = store.data();
     let printed = state.output.take();
-    let info = match result {
+    let described = match result {
         Err(_) => {
             return Err(LoadError::Describe(Outcome::Timeout(
                 super::outcome::Budget::WallClock(deadline),
             )));
         }
         Ok(Err(e)) => return Err(LoadError::Describe(failure(&e, state, &printed, limits))),
-        Ok(Ok(info)) => info,
+        Ok(Ok(described)) => described,
     };
-    Ok(declared::convert_info(info)?)
+    let Some(info) = described.info else {
+        return Err(LoadError::AdmissionOnly);
+    };
+    let info = declared::convert_info(info)?;
+    let admission = described
+        .admission
+        .map(|a| admission::convert_admission(a, &info))
+        .transpose()?;
+    Ok((info, admission))
 }

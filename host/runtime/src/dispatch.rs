@@ -12,12 +12,12 @@ use tracing::Instrument;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline, WasmBacktrace};
 
 use super::call::{CallState, DeadlineExceeded, HostCallDuringDescribe};
-use super::contract as reconciler;
+use super::contract::{self as reconciler, ReviewEntry, Reviewed, wit_admission};
 use super::engine::Ticking;
 use super::hostcalls::{json_text, to_wit_ref};
 use super::lane::Demotion;
 use super::outcome::{Action, Budget, Outcome, PluginErrorKind, Usage};
-use super::request::{Call, CallReport, Entry, LogLine, Request, RequestObject};
+use super::request::{Call, CallReport, Entry, LogLine, RequestObject};
 use super::tiered::Code;
 use super::wasi::{self, Printed};
 use super::{Compiler, Limits, PluginInner};
@@ -88,23 +88,36 @@ pub(crate) async fn call(
 /// What a call holds until it really ends, moved with it if it is demoted. Fields drop in
 /// order: the store (and with it the instance) before the slot permit that let it exist, and
 /// the epoch hold last, so that a guest is never left running without ticks.
-struct Held {
+pub(crate) struct Held {
     store: Store<CallState>,
     _slot: OwnedSemaphorePermit,
     _ticking: Ticking,
 }
 
+/// Which export a call runs, with its argument in the guest's types.
+pub(crate) enum Invocation {
+    /// `reconcile` or `cleanup`.
+    Reconciler(Entry, reconciler::Request),
+    /// `validate` or `mutate` (boxed: a review is several times a request's size, and
+    /// reconciles, the common call, should not carry its room).
+    Admission(ReviewEntry, Box<wit_admission::Review>),
+}
+
+/// What the export returned.
+pub(crate) enum Answer {
+    /// `reconcile`'s or `cleanup`'s result.
+    Reconciler(Result<reconciler::Action, reconciler::Error>),
+    /// `validate`'s or `mutate`'s result.
+    Admission(Reviewed),
+}
+
 /// What the guest's export returned, or why it did not: the outer timeout elapsed, or the
 /// call trapped or was stopped by the host.
-type Returned = Result<
-    wasmtime::Result<Result<reconciler::Action, reconciler::Error>>,
-    tokio::time::error::Elapsed,
->;
+type Returned = Result<wasmtime::Result<Answer>, tokio::time::error::Elapsed>;
 
-/// A call ready to run: its store, the request in the guest's types, and where it runs.
-struct Prepared {
+/// A call ready to run: its store, and where it runs.
+pub(crate) struct Prepared {
     held: Held,
-    request: reconciler::Request,
     /// Set when the runtime demotes long calls: the call's demotion signal.
     signal: Option<Arc<Notify>>,
     /// Whether it starts on the low-priority lane (the version's last call computed long).
@@ -124,8 +137,10 @@ async fn run(plugin: &PluginInner, cluster: Arc<dyn Cluster>, call: Call) -> Cal
     let io = PerCall {
         clock,
         capture_logs,
+        deadline: plugin.shared.limits.deadline,
+        review: false,
     };
-    let prepared = match prepare(plugin, &code.engine, cluster, request, io).await {
+    let prepared = match prepare(plugin, &code.engine, cluster, Some(target.clone()), &io).await {
         Ok(prepared) => prepared,
         Err(e) => {
             let outcome = Outcome::Trap {
@@ -135,20 +150,44 @@ async fn run(plugin: &PluginInner, cluster: Arc<dyn Cluster>, call: Call) -> Cal
             return report(outcome, Usage::default(), Vec::new(), code.compiler);
         }
     };
+    let request = reconciler::Request {
+        target: to_wit_ref(&request.target),
+        object: match request.object {
+            RequestObject::Value(mut value) => {
+                trim_value(&mut value);
+                json_text(&value)
+            }
+            RequestObject::Text(text) => text,
+        },
+    };
     let started = Instant::now();
-    let (held, returned) = execute(plugin, Arc::clone(&code), entry, prepared).await;
-    let (outcome, usage, logs) = finish(plugin, held, returned);
+    let invocation = Invocation::Reconciler(entry, request);
+    let (held, returned) =
+        execute(plugin, Arc::clone(&code), invocation, io.deadline, prepared).await;
+    let (answered, usage, logs) = finish(plugin, held, returned, io.deadline);
+    let outcome = match answered {
+        Ok(Answer::Reconciler(returned)) => returned_outcome(returned, &plugin.shared.limits),
+        Ok(Answer::Admission(_)) => Outcome::Trap {
+            message: "a reconcile returned an admission answer (a host bug)".into(),
+            backtrace: Vec::new(),
+        },
+        Err(outcome) => outcome,
+    };
     let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     log_outcome(&outcome, plugin, &target, elapsed_us);
     report(outcome, usage, logs, code.compiler)
 }
 
-/// The per-call settings of a [`Call`] that shape its store.
-struct PerCall {
+/// The per-call settings of a call that shape its store.
+pub(crate) struct PerCall {
     /// The wall clock the guest sees, instead of the runtime's.
-    clock: Option<std::time::SystemTime>,
+    pub clock: Option<std::time::SystemTime>,
     /// Whether its log lines are kept for the report.
-    capture_logs: bool,
+    pub capture_logs: bool,
+    /// How long it may take: the plugin's deadline, or less for a review.
+    pub deadline: std::time::Duration,
+    /// Whether it is an admission review, which may read but not write.
+    pub review: bool,
 }
 
 #[cfg_attr(not(feature = "test-hooks"), allow(unused_variables))]
@@ -165,12 +204,12 @@ fn report(outcome: Outcome, usage: Usage, logs: Vec<LogLine>, compiler: Compiler
 /// Takes an instance slot (waiting for one when `concurrency` calls run), starts the epoch
 /// ticks, and builds the call's store on `engine`, with its demotion to the lane set up when
 /// the runtime demotes long calls.
-async fn prepare(
+pub(crate) async fn prepare(
     plugin: &PluginInner,
     engine: &Engine,
     cluster: Arc<dyn Cluster>,
-    request: Request,
-    io: PerCall,
+    target: Option<ObjectRef>,
+    io: &PerCall,
 ) -> wasmtime::Result<Prepared> {
     // Never fails: the semaphore lives as long as the runtime and is never closed.
     let Ok(slot) = Arc::clone(&plugin.runtime.slots).acquire_owned().await else {
@@ -178,7 +217,6 @@ async fn prepare(
     };
     // Epochs advance (deadline, yields) while this call may run guest code.
     let ticking = plugin.runtime.ticker.ticking();
-    let target = Some(request.target.clone());
     let mut state = match io.clock {
         // A context of its own: the pooled ones carry the runtime's clock.
         Some(at) => {
@@ -189,6 +227,8 @@ async fn prepare(
     if io.capture_logs {
         state.host.captured_logs = Some(Vec::new());
     }
+    state.host.reviewing = io.review;
+    state.deadline = Instant::now() + io.deadline;
     let config = &plugin.runtime.config;
     state.demotion = config
         .demote_after
@@ -202,47 +242,48 @@ async fn prepare(
     }
     let limits = &plugin.shared.limits;
     let store = new_store(engine, state, config.fuel_enabled(), limits.fuel)?;
-    let request = reconciler::Request {
-        target: to_wit_ref(&request.target),
-        object: match request.object {
-            RequestObject::Value(mut value) => {
-                trim_value(&mut value);
-                json_text(&value)
-            }
-            RequestObject::Text(text) => text,
-        },
-    };
     Ok(Prepared {
         held: Held {
             store,
             _slot: slot,
             _ticking: ticking,
         },
-        request,
         signal,
         start_demoted,
     })
 }
 
-/// Instantiates `code` and runs `entry` under the wall-clock deadline: on the caller's task
-/// until the call is demoted, then on the low-priority lane.
-async fn execute(
+/// Instantiates `code` and runs `invocation` under the wall-clock `deadline`: on the
+/// caller's task until the call is demoted, then on the low-priority lane.
+pub(crate) async fn execute(
     plugin: &PluginInner,
     code: Arc<Code>,
-    entry: Entry,
+    invocation: Invocation,
+    deadline: std::time::Duration,
     prepared: Prepared,
 ) -> (Held, Returned) {
     let Prepared {
         mut held,
-        request,
         signal,
         start_demoted,
     } = prepared;
-    let deadline = plugin.shared.limits.deadline;
     // Owns all it uses, so that it can move to the low-priority lane whole.
     let call = async move {
         let store = &mut held.store;
-        let call = code.pre.call(&mut *store, entry, request);
+        let call = async {
+            match invocation {
+                Invocation::Reconciler(entry, request) => code
+                    .pre
+                    .call(&mut *store, entry, request)
+                    .await
+                    .map(Answer::Reconciler),
+                Invocation::Admission(entry, review) => code
+                    .pre
+                    .review(&mut *store, entry, *review)
+                    .await
+                    .map(Answer::Admission),
+            }
+        };
         // The epoch deadline stops a guest that computes; this also stops one waiting in a
         // host call (a slow API server), which epochs cannot interrupt.
         let result = tokio::time::timeout(deadline, call).await;
@@ -255,10 +296,16 @@ async fn execute(
     }
 }
 
-/// Reads what the finished call used and recorded, forwards what it printed, and turns what
-/// it returned into its [`Outcome`]; then releases the instance and its slot. Returns the
-/// outcome, the usage, and the log lines the call captured (if it did).
-fn finish(plugin: &PluginInner, held: Held, returned: Returned) -> (Outcome, Usage, Vec<LogLine>) {
+/// Reads what the finished call used and recorded, forwards what it printed, and sorts what
+/// it returned: the export's answer, or the [`Outcome`] of a call that failed (a denied host
+/// call fails it too); then releases the instance and its slot. Returns that, the usage,
+/// and the log lines the call captured (if it did).
+pub(crate) fn finish(
+    plugin: &PluginInner,
+    held: Held,
+    returned: Returned,
+    deadline: std::time::Duration,
+) -> (Result<Answer, Outcome>, Usage, Vec<LogLine>) {
     let limits = &plugin.shared.limits;
     let Held {
         store,
@@ -287,12 +334,16 @@ fn finish(plugin: &PluginInner, held: Held, returned: Returned) -> (Outcome, Usa
         state.host.plugin().as_str(),
         limits.log_line_bytes,
     );
-    let outcome = match returned {
-        Err(_elapsed) => Outcome::Timeout(Budget::WallClock(limits.deadline)),
-        Ok(Err(error)) => failure(&error, state, &printed, limits),
+    let limits = &Limits {
+        deadline,
+        ..limits.clone()
+    };
+    let answered = match returned {
+        Err(_elapsed) => Err(Outcome::Timeout(Budget::WallClock(deadline))),
+        Ok(Err(error)) => Err(failure(&error, state, &printed, limits)),
         Ok(Ok(returned)) => match &state.host.denial {
-            Some(denial) => Outcome::Denied(denial.clone()),
-            None => returned_outcome(returned, limits),
+            Some(denial) => Err(Outcome::Denied(denial.clone())),
+            None => Ok(returned),
         },
     };
     if state.host.log_lines_dropped > 0 {
@@ -306,7 +357,7 @@ fn finish(plugin: &PluginInner, held: Held, returned: Returned) -> (Outcome, Usa
     let mut state = store.into_data();
     let logs = state.host.captured_logs.take().unwrap_or_default();
     state.recycle(plugin);
-    (outcome, usage, logs)
+    (answered, usage, logs)
 }
 
 /// Logs how a call ended. The span carries the plugin and object too, but it is at INFO and

@@ -1,15 +1,17 @@
 //! The host side of the `wasmop:plugin` imports: one thin file per WIT interface, each
 //! converting between WIT and host types and delegating to [`super::call::HostContext`]
 //! (budgets and grants) and the [`wasmop_core::cluster::Cluster`]. Those files implement the
-//! current contract (0.2); `v0_1.rs` serves a 0.1 plugin's imports through them.
+//! current contract (0.3); `v0_2.rs` and `v0_1.rs` serve the imports of plugins built against
+//! the frozen contracts through them.
 
 mod config;
 mod events;
 mod kube;
 mod log;
 mod v0_1;
+mod v0_2;
 
-use super::bindings::v0_2::wasmop::plugin as wit;
+use super::bindings::v0_3::wasmop::plugin as wit;
 use super::call::CallState;
 use wasmop_core::cluster::{ClusterError, GroupVersionKind, ObjectRef, names};
 

@@ -8,7 +8,7 @@ mod contract;
 pub(crate) mod image;
 
 pub use self::contract::ContractVersion;
-pub(crate) use self::contract::WIT_0_1;
+pub(crate) use self::contract::{WIT_0_1, WIT_0_2};
 use self::contract::{check_framing, check_world};
 
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::admission::AdmissionInfo;
 use super::call::PluginShared;
 use super::contract::PluginPre;
 use super::describe::{DeclarationError, describe};
@@ -72,8 +73,8 @@ pub enum LoadError {
     Compile(#[source] wasmtime::Error),
     /// A component of another world.
     #[error(
-        "not a wasmop plugin: the component does not export `wasmop:plugin/reconciler` \
-         (it exports: {exports})"
+        "not a wasmop plugin: the component exports neither `wasmop:plugin/reconciler` nor \
+         `wasmop:plugin/admission` (it exports: {exports})"
     )]
     OtherWorld {
         /// What it exports, comma-separated.
@@ -118,6 +119,12 @@ pub enum LoadError {
     /// `describe` did not return normally.
     #[error("`describe` failed: {0}")]
     Describe(Outcome),
+    /// The component exports `admission` but not `reconciler`.
+    #[error(
+        "the component exports `wasmop:plugin/admission` without `reconciler`: this host \
+         serves admission from plugins that also reconcile (world `plugin-with-admission`)"
+    )]
+    AdmissionOnly,
     /// The declaration is invalid.
     #[error("the plugin's declaration is invalid")]
     Declaration(#[from] DeclarationError),
@@ -309,7 +316,7 @@ pub(crate) async fn load(
         .instantiate_pre(&component)
         .map_err(LoadError::ImportMismatch)?;
     let pre = PluginPre::new(contract, instance_pre).map_err(LoadError::MissingExports)?;
-    let info = describe(runtime, engine, &pre, &limits).await?;
+    let (info, admission) = describe(runtime, engine, &pre, &limits).await?;
     if stats.mapped {
         // Mapped from an artefact file: what loading and `describe` touched need not stay
         // resident (see `image`).
@@ -343,6 +350,7 @@ pub(crate) async fn load(
                 limits,
             },
             info,
+            admission.map(Arc::new),
             digest,
             code,
             stats,
@@ -373,6 +381,7 @@ pub(crate) fn with_options(
                 limits,
             },
             inner.info.clone(),
+            inner.admission.clone(),
             inner.digest,
             Arc::clone(&inner.code),
             inner.stats.clone(),
@@ -386,6 +395,7 @@ fn plugin_inner(
     runtime: &Runtime,
     shared: PluginShared,
     info: PluginInfo,
+    admission: Option<Arc<AdmissionInfo>>,
     digest: Digest,
     code: Arc<CodeCell>,
     stats: LoadStats,
@@ -400,6 +410,7 @@ fn plugin_inner(
         runtime: runtime.inner.clone(),
         shared: std::sync::Arc::new(shared),
         info,
+        admission,
         digest,
         wasi,
         code,

@@ -18,7 +18,7 @@ use wasmop_core::cluster::GroupVersionKind;
 use wasmop_core::cluster::names::{self, NameError, Quoted, SelectorRefused};
 use wasmop_core::plugin::{Mapping, Permission, PluginInfo, PluginName, Verb, Watch};
 
-use super::super::bindings::v0_2::wasmop::plugin as wit;
+use super::super::bindings::v0_3::wasmop::plugin as wit;
 
 /// The longest version string: 64 characters hold any semantic version with a pre-release
 /// and build metadata (`1.2.3-rc.1+20260101.abcdef0`) several times over, and keep the
@@ -71,6 +71,27 @@ pub enum DeclarationError {
         /// What the prefix must be.
         what: &'static str,
     },
+    /// The admission half's name or version differs from the reconciler's.
+    #[error(
+        "the admission describe says {field} {admission}, the reconciler's says {reconciler}: \
+         a plugin has one {field}"
+    )]
+    Mismatch {
+        /// `name` or `version`.
+        field: &'static str,
+        /// The reconciler's, quoted.
+        reconciler: Quoted,
+        /// The admission half's, quoted.
+        admission: Quoted,
+    },
+    /// A webhook registration breaks a rule of the contract.
+    #[error("{field}: {problem}")]
+    Registration {
+        /// Which field (`validating.rules[2].operations`).
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// A list is longer than its cap.
     #[error("{field} lists {count} entries; at most {max} are accepted")]
     TooMany {
@@ -85,7 +106,7 @@ pub enum DeclarationError {
 
 /// Checks `version` against the version grammar: printable ASCII of `[0-9A-Za-z.+_-]`, at
 /// least one and at most [`MAX_VERSION_LEN`] characters.
-fn check_version(version: &str) -> Result<(), DeclarationError> {
+pub(super) fn check_version(version: &str) -> Result<(), DeclarationError> {
     let ok = !version.is_empty()
         && version.len() <= MAX_VERSION_LEN
         && version
@@ -145,7 +166,7 @@ fn check_qualified(
     }
 }
 
-fn capped<T>(field: &str, list: &[T], max: usize) -> Result<(), DeclarationError> {
+pub(super) fn capped<T>(field: &str, list: &[T], max: usize) -> Result<(), DeclarationError> {
     if list.len() > max {
         return Err(DeclarationError::TooMany {
             field: field.to_owned(),
@@ -156,18 +177,18 @@ fn capped<T>(field: &str, list: &[T], max: usize) -> Result<(), DeclarationError
     Ok(())
 }
 
-fn push_new<T: PartialEq>(list: &mut Vec<T>, item: T) {
+pub(super) fn push_new<T: PartialEq>(list: &mut Vec<T>, item: T) {
     if !list.contains(&item) {
         list.push(item);
     }
 }
 
-fn gvk(field: &str, g: &wit::types::Gvk) -> Result<GroupVersionKind, DeclarationError> {
+pub(super) fn gvk(field: &str, g: &wit::types::Gvk) -> Result<GroupVersionKind, DeclarationError> {
     names::check_gvk(field, &g.group, &g.version, &g.kind)?;
     Ok(GroupVersionKind::gvk(&g.group, &g.version, &g.kind))
 }
 
-fn selector(field: &str, s: Option<String>) -> Result<Option<String>, DeclarationError> {
+pub(super) fn selector(field: &str, s: Option<String>) -> Result<Option<String>, DeclarationError> {
     if let Some(s) = &s {
         names::check_selector(field, s)?;
     }
@@ -204,7 +225,7 @@ fn verb(v: wit::plugin_info::Verb) -> Verb {
     }
 }
 
-fn permission(
+pub(super) fn permission(
     field: &str,
     p: wit::plugin_info::Permission,
 ) -> Result<Permission, DeclarationError> {

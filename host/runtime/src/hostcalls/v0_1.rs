@@ -1,20 +1,20 @@
 //! The imports of a plugin built against `wasmop:plugin@0.1` (frozen, `wit/0.1.0/`), served
-//! by the 0.2 host calls beside this file: each argument converted up, each result down
+//! by the 0.3 host calls beside this file: each argument converted up, each result down
 //! ([`crate::contract`]). What 0.1 promised holds: `create` of an existing object fails with
 //! `conflict` (0.2's `already-exists`), `delete` propagates in the background with no
 //! preconditions, and patches carry no resourceVersion guard. Every check, limit and grant is
-//! the 0.2 call's: there is no second implementation to drift.
+//! the 0.3 call's: there is no second implementation to drift.
 
 use crate::bindings::v0_1::wasmop::plugin as old;
-use crate::bindings::v0_2::wasmop::plugin as new;
+use crate::bindings::v0_3::wasmop::plugin as new;
 use crate::call::CallState;
-use crate::contract::{down, up};
+use crate::contract::v01::{kube_error, up};
 
 type HostResult<T> = wasmtime::Result<Result<T, old::types::KubeError>>;
 
-/// A 0.2 host call's result as the 0.1 plugin receives it.
+/// A 0.3 host call's result as the 0.1 plugin receives it.
 fn answer<T>(result: wasmtime::Result<Result<T, new::types::KubeError>>) -> HostResult<T> {
-    result.map(|r| r.map_err(down::kube_error))
+    result.map(|r| r.map_err(kube_error))
 }
 
 fn patch_body(body: old::kube::PatchBody) -> new::kube::PatchBody {

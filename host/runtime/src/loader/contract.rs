@@ -11,6 +11,13 @@ use super::LoadError;
 /// The current `wasmop:plugin` version: what `wit/plugin.wit` says.
 pub(crate) const WIT_VERSION: ContractVersion = ContractVersion {
     major: 0,
+    minor: 3,
+    patch: 0,
+};
+
+/// The frozen 0.2 contract (`wit/0.2.0/plugin.wit`), still loaded.
+pub(crate) const WIT_0_2: ContractVersion = ContractVersion {
+    major: 0,
     minor: 2,
     patch: 0,
 };
@@ -24,7 +31,7 @@ pub(crate) const WIT_0_1: ContractVersion = ContractVersion {
 
 /// Every `wasmop:plugin` version this host implements, newest first. A component built
 /// against a version semver-compatible with one of them loads (see [`crate::contract`]).
-pub(crate) const CONTRACTS: [ContractVersion; 2] = [WIT_VERSION, WIT_0_1];
+pub(crate) const CONTRACTS: [ContractVersion; 3] = [WIT_VERSION, WIT_0_2, WIT_0_1];
 
 const PACKAGE: &str = "wasmop:plugin/";
 
@@ -115,13 +122,17 @@ fn split_package_item(name: &str) -> Option<(&str, &str)> {
 }
 
 /// The versions of [`CONTRACTS`], as an error message lists them:
-/// `wasmop:plugin@0.2.0 and wasmop:plugin@0.1.0`.
+/// `wasmop:plugin@0.3.0, wasmop:plugin@0.2.0 and wasmop:plugin@0.1.0`.
 pub(crate) fn supported() -> String {
-    CONTRACTS
+    let all: Vec<String> = CONTRACTS
         .iter()
         .map(|v| format!("wasmop:plugin@{v}"))
-        .collect::<Vec<_>>()
-        .join(" and ")
+        .collect();
+    match all.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
 }
 
 /// Checks the component's imports and exports by name, for clear messages before wasmtime's
@@ -160,10 +171,18 @@ pub(super) fn check_world(
             Some(_) => {}
         }
     }
-    if !exports
-        .iter()
-        .any(|e| e.starts_with("wasmop:plugin/reconciler@"))
-    {
+    // 0.1 and 0.2 plugins reconcile; from 0.3 a plugin may instead (or also) review
+    // admission requests.
+    let serves = |iface: &str| {
+        exports.iter().any(|e| {
+            e.strip_prefix(PACKAGE)
+                .is_some_and(|i| i.starts_with(iface))
+        })
+    };
+    let admits = serves("admission@")
+        && target
+            .is_some_and(|(v, _)| !v.compatible_with(&WIT_0_1) && !v.compatible_with(&WIT_0_2));
+    if !serves("reconciler@") && !admits {
         return Err(LoadError::OtherWorld {
             exports: if exports.is_empty() {
                 "nothing".into()
@@ -182,7 +201,7 @@ pub(super) fn check_world(
             imports: unknown.join(", "),
         });
     }
-    // The reconciler export names a version, so `target` is set.
+    // The reconciler or admission export names a version, so `target` is set.
     Ok(target.map_or(WIT_VERSION, |(version, _)| version))
 }
 
@@ -194,6 +213,8 @@ mod tests {
     fn wit_versions_match_the_wit_packages() {
         let wit = include_str!("../../../../wit/plugin.wit");
         assert!(wit.contains(&format!("package wasmop:plugin@{WIT_VERSION};")));
+        let frozen = include_str!("../../../../wit/0.2.0/plugin.wit");
+        assert!(frozen.contains(&format!("package wasmop:plugin@{WIT_0_2};")));
         let frozen = include_str!("../../../../wit/0.1.0/plugin.wit");
         assert!(frozen.contains(&format!("package wasmop:plugin@{WIT_0_1};")));
     }
@@ -201,12 +222,16 @@ mod tests {
     #[test]
     fn version_compatibility_follows_component_model_semver() {
         let v = |s| ContractVersion::parse(s).expect(s);
-        assert!(v("0.2.3").compatible_with(&WIT_VERSION));
+        assert!(v("0.3.3").compatible_with(&WIT_VERSION));
+        assert!(v("0.2.3").compatible_with(&WIT_0_2));
         assert!(v("0.1.3").compatible_with(&WIT_0_1));
-        assert!(!v("0.1.0").compatible_with(&WIT_VERSION));
-        assert!(!v("0.3.0").compatible_with(&WIT_VERSION));
+        assert!(!v("0.2.0").compatible_with(&WIT_VERSION));
+        assert!(!v("0.4.0").compatible_with(&WIT_VERSION));
         assert!(!v("1.0.0").compatible_with(&WIT_VERSION));
-        assert_eq!(supported(), "wasmop:plugin@0.2.0 and wasmop:plugin@0.1.0");
+        assert_eq!(
+            supported(),
+            "wasmop:plugin@0.3.0, wasmop:plugin@0.2.0 and wasmop:plugin@0.1.0"
+        );
         assert!(v("1.4.0").compatible_with(&v("1.0.0")));
         assert!(ContractVersion::parse("1.x").is_none());
     }

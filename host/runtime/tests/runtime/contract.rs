@@ -1,6 +1,7 @@
-//! Contract versions: a component built against the frozen 0.1 contract loads and runs
-//! unchanged beside a 0.2 one on the same runtime, and sees 0.1's answers (`conflict` where 0.2
-//! says `already-exists`); the loader names the version each was built against.
+//! Contract versions: components built against the frozen 0.1 and 0.2 contracts load and run
+//! unchanged beside a 0.3 one on the same runtime, and see their own version's answers
+//! (`conflict` where 0.2 says `already-exists`); the loader names the version each was built
+//! against.
 
 use serde_json::json;
 use wasmop_core::cluster::{GroupVersionKind, ObjectRef};
@@ -18,13 +19,13 @@ fn copy_ref(name: &str) -> ObjectRef {
 }
 
 #[tokio::test]
-async fn a_0_1_component_runs_unchanged_beside_a_0_2_one() {
+async fn a_0_1_component_runs_unchanged_beside_a_0_3_one() {
     let _shared = crate::support::shared().await;
     let rt = runtime();
     let old = load(&rt, "contract-0-1").await;
     let new = load(&rt, "well-behaved").await;
     assert_eq!(old.contract().to_string(), "0.1.0");
-    assert_eq!(new.contract().to_string(), "0.2.0");
+    assert_eq!(new.contract().to_string(), "0.3.0");
 
     // Side by side on one runtime, interleaved.
     healthy_call(&new, "n1", "a").await;
@@ -85,6 +86,7 @@ async fn what_0_2_adds_reaches_the_plugin_typed() {
     let _shared = crate::support::shared().await;
     let rt = runtime();
     let plugin = load(&rt, "contract-0-2").await;
+    assert_eq!(plugin.contract().to_string(), "0.2.0");
     let object = target("t", "v");
     let cm = |name: &str, owner: Option<&str>| {
         let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -41,6 +41,7 @@ async fn bad_files_are_refused_with_the_reason() {
         let msg = load_err(&rt, bytes_of("newer-major")).await;
         assert!(
             msg.contains("wasmop:plugin@1.0.0")
+                && msg.contains("wasmop:plugin@0.3.0")
                 && msg.contains("wasmop:plugin@0.2.0")
                 && msg.contains("wasmop:plugin@0.1.0"),
             "{msg}"
@@ -74,7 +75,7 @@ fn newer_major_fixture_differs_from_the_contract_only_in_its_version() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(
-        copy.replace("wasmop:plugin@1.0.0", "wasmop:plugin@0.2.0"),
+        copy.replace("wasmop:plugin@1.0.0", "wasmop:plugin@0.3.0"),
         real
     );
 }

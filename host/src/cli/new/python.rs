@@ -205,7 +205,7 @@ mod tests {
         assert!(app.contains(".owns(CONFIG_MAP).owns(JOB).owns(PERSISTENT_VOLUME_CLAIM)"));
         assert!(app.contains("name = f\"{obj.name}-widgets\""), "{app}");
         let wit = &files.iter().find(|(p, _)| p == "wit/plugin.wit").unwrap().1;
-        assert!(wit.contains("package wasmop:plugin@0.2.0;"));
+        assert!(wit.contains("package wasmop:plugin@0.3.0;"));
         let requirements = &files
             .iter()
             .find(|(p, _)| p == "requirements.txt")

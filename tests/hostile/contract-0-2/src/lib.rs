@@ -1,5 +1,6 @@
 //! A test plugin using what the 0.2 contract adds, written against the WIT directly (the
-//! current `wit/`), for the runtime and end-to-end tests that run it beside the 0.1 one.
+//! frozen `wit/0.2.0/`), for the runtime and end-to-end tests that run it beside the 0.1 one
+//! and prove that a 0.2 component keeps loading unchanged beside 0.3 ones.
 //!
 //! On reconcile of a Target (those labelled `contract=v02`) it:
 //! 1. creates an owned ConfigMap `<name>-v02`: `created`, or `already-exists` on later
@@ -14,7 +15,7 @@
 //!
 //! A failed guarded write of 5 (someone changed the Target meanwhile) is retryable.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
+wit_bindgen::generate!({ path: "../../../wit/0.2.0", world: "plugin" });
 
 use exports::wasmop::plugin::reconciler::{Action, Error, Guest, Request};
 use wasmop::plugin::kube::{self, DeleteOptions, PatchBody, Preconditions, Propagation};
