@@ -57,7 +57,7 @@ enum RawCommand {
 }
 
 /// Options shared by commands that load a plugin.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 struct RawRuntime {
     /// Cache precompiled artefacts in this directory.
     #[arg(long, env = "WASMOP_CACHE_DIR")]

@@ -54,7 +54,7 @@ fn check_prints_what_a_plugin_declares() {
         "load time:",
         "(compiled)",
         "digest:      sha256:",
-        "contract:    wasmop:plugin@0.2.0",
+        "contract:    wasmop:plugin@0.3.0",
     ] {
         assert!(
             stdout.contains(expected),
@@ -582,5 +582,84 @@ fn test_keeps_the_resource_version_given_in_the_object_file() {
     assert!(
         stdout.contains("message: emitted 15 events for jobs at resourceVersion 4711"),
         "{stdout}"
+    );
+}
+
+/// A file of the `database-config` admission case `case`.
+fn admission_case(case: &str, file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/rust/database-config/tests/admission")
+        .join(case)
+        .join(file)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn check_prints_the_webhooks_a_plugin_registers() {
+    let out = run(&["check", &guest("database-config")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for expected in [
+        "webhooks:\n",
+        "  validating: demo.wasmop.dev/v1 Database on CREATE,UPDATE, failure policy Fail, timeout 5 s",
+        "  mutating: demo.wasmop.dev/v1 Database on CREATE,UPDATE, failure policy Ignore, timeout 5 s",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing `{expected}` in:\n{stdout}"
+        );
+    }
+    let plain = text(&run(&["check", &guest("well-behaved")]).stdout);
+    assert!(plain.contains("webhooks:    none"), "{plain}");
+}
+
+#[test]
+fn test_reviews_an_admission_review_file_against_its_golden_report() {
+    let component = guest("database-config");
+    let (review, expected) = (
+        admission_case("refuses-bad-host", "validate.yaml"),
+        admission_case("refuses-bad-host", "expected.yaml"),
+    );
+    let out = run(&[
+        "test",
+        &component,
+        "--validate",
+        &review,
+        "--expect",
+        &expected,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("result: denied") && stdout.contains("spec.host: Invalid value"),
+        "{stdout}"
+    );
+    // A denial is an answer: without --expect the run succeeds and the report says denied.
+    let out = run(&["test", &component, "--validate", &review]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The mutating webhook's patch, as the API server would apply it.
+    let review = admission_case("defaults-replicas", "mutate.yaml");
+    let out = run(&["test", &component, "--mutate", &review]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("result: patched") && stdout.contains("path: /spec/replicas"),
+        "{stdout}"
+    );
+    // Not a review: a clear error naming the file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\n",
+    )
+    .expect("write");
+    let out = run(&["test", &component, "--validate", &bad.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("bad.yaml") && stderr.contains("has no request"),
+        "{stderr}"
     );
 }

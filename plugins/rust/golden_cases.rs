@@ -15,6 +15,15 @@
 //! - `expected.yaml`: the report `wasmop test` prints (the writes, in order, the plugin's log
 //!   lines and the outcome).
 //!
+//! A plugin that serves admission has its review cases in `tests/admission/<case>/` (apart, so
+//! that its twins in other languages, which reconcile only, never run them):
+//! - `validate.yaml` or `mutate.yaml`: the AdmissionReview (admission.k8s.io/v1) the API server
+//!   would send, and which export reviews it.
+//! - `state.yaml` (optional): the objects already in the cluster, for reviews that read.
+//! - `config.yaml` (optional): as above.
+//! - `expected.yaml`: the review's report (the verdict, the JSON patch of a mutation, the log
+//!   lines), as `wasmop test --validate validate.yaml` prints it.
+//!
 //! `WASMOP_BLESS=1 cargo test -p <plugin>` rewrites the `expected.yaml` files; review the diff.
 //! The same case runs from the command line as
 //! `wasmop test <plugin>.wasm --object object.yaml --state state.yaml [--config config.yaml]
@@ -23,7 +32,7 @@
 
 use std::path::Path;
 
-use wasmop_offline::Harness;
+use wasmop_offline::{Harness, ReviewKind, ReviewScenario};
 
 #[path = "golden_runner.rs"]
 mod runner;
@@ -40,4 +49,50 @@ pub fn run_cases(plugin: &str, manifest_dir: &str) {
         &|component: &Path, config| Harness::load_with_config_blocking(component, config),
         runner::Expected::Own,
     );
+}
+
+/// Runs every admission case of `plugin` in `<manifest_dir>/tests/admission` (see the module
+/// documentation), failing with the case's name and a diff on a mismatch.
+// Included by every plugin's tests; only those that serve admission call it.
+#[allow(dead_code)]
+pub fn run_admission_cases(plugin: &str, manifest_dir: &str) {
+    let component = wasmop_test_guests::component(plugin);
+    let dir = Path::new(manifest_dir).join("tests/admission");
+    let mut cases: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.expect("readable directory entry").path())
+        .filter(|path| path.is_dir())
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no cases in {}", dir.display());
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    };
+    for case in cases {
+        let (kind, file) = if case.join("validate.yaml").exists() {
+            (ReviewKind::Validate, case.join("validate.yaml"))
+        } else {
+            (ReviewKind::Mutate, case.join("mutate.yaml"))
+        };
+        let config = match case.join("config.yaml") {
+            path if path.exists() => serde_yaml::from_str(&read(&path))
+                .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display())),
+            _ => serde_json::json!({}),
+        };
+        let mut scenario = ReviewScenario::from_yaml(kind, &read(&file))
+            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        if case.join("state.yaml").exists() {
+            scenario = scenario
+                .with_state_yaml(&read(&case.join("state.yaml")))
+                .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        }
+        let harness = Harness::load_with_config_blocking(component, config)
+            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        let report = harness
+            .review_blocking(&scenario)
+            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        eprintln!("case {}: {}", case.display(), report.result);
+        report.assert_golden(case.join("expected.yaml"));
+    }
 }

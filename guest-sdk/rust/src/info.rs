@@ -145,6 +145,11 @@ impl Info {
         }
     }
 
+    /// The plugin's name and version, which its admission half shares.
+    pub(crate) fn identity(self) -> (String, String) {
+        (self.name, self.version)
+    }
+
     /// Reconciles only primary objects matching this label selector (Kubernetes syntax).
     pub fn selector(mut self, selector: impl Into<String>) -> Self {
         self.selector = Some(selector.into());
@@ -218,16 +223,18 @@ impl Info {
                 .collect(),
             finalizer: self.finalizer,
             reconcile_on_metadata_change: self.reconcile_on_metadata_change,
-            permissions: self
-                .permissions
-                .into_iter()
-                .map(|p| wit_info::Permission {
-                    group: p.gvk.group.to_owned(),
-                    kind: p.gvk.kind.to_owned(),
-                    verbs: p.verbs.into_iter().map(Into::into).collect(),
-                    namespaces: p.namespaces,
-                })
-                .collect(),
+            permissions: self.permissions.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<Permission> for wit_info::Permission {
+    fn from(p: Permission) -> Self {
+        Self {
+            group: p.gvk.group.to_owned(),
+            kind: p.gvk.kind.to_owned(),
+            verbs: p.verbs.into_iter().map(Into::into).collect(),
+            namespaces: p.namespaces,
         }
     }
 }

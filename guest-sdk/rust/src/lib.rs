@@ -90,6 +90,7 @@
 //! compressed (`zstd -19 plugin.wasm`: every source takes `.wasm.zst`) or in a plugin
 //! directory (a volume).
 
+pub mod admission;
 // The generated bindings are the SDK's only unsafe code (see the module's docs).
 #[allow(unsafe_code)]
 #[doc(hidden)]
@@ -131,6 +132,7 @@ pub use serde_json;
 /// What the macros expand to. Not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::admission::AdmissionAdapter;
     pub use crate::bindings;
     pub use crate::reconciler::Adapter;
 }

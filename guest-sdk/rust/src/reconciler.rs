@@ -103,8 +103,10 @@ impl<R: Reconciler> wit::Guest for Adapter<R> {
     }
 }
 
-/// Exports a [`Reconciler`] as the component's `wasmop:plugin/reconciler` implementation.
-/// Use it once, at the top level of the plugin crate (a `cdylib`).
+/// Exports a [`Reconciler`] as the component's `wasmop:plugin/reconciler` implementation,
+/// and with `admission = A` also an [`Admission`](crate::admission::Admission) as its
+/// `wasmop:plugin/admission` (`export!(MyReconciler, admission = MyAdmission)`). Use it once,
+/// at the top level of the plugin crate (a `cdylib`).
 ///
 /// ```
 /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
@@ -135,6 +137,12 @@ macro_rules! export {
         #[doc(hidden)]
         type __WasmopGuestExport = $crate::__private::Adapter<$reconciler>;
         $crate::__private::bindings::__export_plugin!(__WasmopGuestExport with_types_in $crate::__private::bindings);
+    };
+    ($reconciler:ty, admission = $admission:ty $(,)?) => {
+        $crate::export!($reconciler);
+        #[doc(hidden)]
+        type __WasmopGuestAdmission = $crate::__private::AdmissionAdapter<$reconciler, $admission>;
+        $crate::__private::bindings::admission::__export_admission_plugin!(__WasmopGuestAdmission with_types_in $crate::__private::bindings::admission);
     };
 }
 

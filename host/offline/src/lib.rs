@@ -52,6 +52,7 @@
 //! at another time. Timestamps the harness writes itself (the `deletionTimestamp` of a
 //! [`Scenario::cleanup`] object that has none) are that time too.
 
+mod admission;
 mod case;
 mod journal;
 pub mod memory;
@@ -64,10 +65,14 @@ use std::time::SystemTime;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use self::admission::{ReviewScenario, ReviewedReport, ReviewedRequest};
 pub use self::case::{CaseError, CaseSettings, TimeError, format_time, parse_time};
 pub use self::memory::MemoryCluster;
 pub use self::report::{GoldenError, Report, ReportLog, ReportOutcome};
 use wasmop_core::cluster::{ClusterError, IdentityError};
+/// Which admission export a review calls (re-exported: plugin crates depend on this crate
+/// alone).
+pub use wasmop_runtime::ReviewKind;
 use wasmop_runtime::{
     AllocatorChoice, Call, LoadError, LoadOptions, Plugin, Request, Runtime, RuntimeConfig,
     RuntimeError,
@@ -117,6 +122,9 @@ pub enum OfflineError {
     /// The state could not be seeded.
     #[error("cannot seed the in-memory cluster")]
     Seed(#[source] ClusterError),
+    /// An AdmissionReview cannot be reviewed.
+    #[error("cannot review the AdmissionReview")]
+    Review(#[source] wasmop_runtime::ReviewError),
     /// A blocking helper could not start its async runtime.
     #[error("cannot start an async runtime")]
     AsyncRuntime(#[source] std::io::Error),
@@ -393,7 +401,7 @@ impl Harness {
     }
 }
 
-fn blocking_runtime() -> Result<tokio::runtime::Runtime, OfflineError> {
+pub(crate) fn blocking_runtime() -> Result<tokio::runtime::Runtime, OfflineError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

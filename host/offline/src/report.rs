@@ -111,6 +111,65 @@ pub enum GoldenError {
     },
 }
 
+/// Compares a report's YAML with the expected YAML, as values (formatting and comments do
+/// not matter); a difference is a unified diff.
+pub(crate) fn compare_yaml(
+    actual_yaml: &str,
+    expected_yaml: &str,
+    path: &Path,
+) -> Result<(), GoldenError> {
+    let expected: serde_yaml::Value =
+        serde_yaml::from_str(expected_yaml).map_err(|source| GoldenError::Yaml {
+            path: path.to_owned(),
+            source,
+        })?;
+    let actual: serde_yaml::Value =
+        serde_yaml::from_str(actual_yaml).map_err(|source| GoldenError::Yaml {
+            path: path.to_owned(),
+            source,
+        })?;
+    if expected == actual {
+        return Ok(());
+    }
+    let expected_text = serde_yaml::to_string(&expected).unwrap_or_default();
+    let diff = similar::TextDiff::from_lines(expected_text.as_str(), actual_yaml)
+        .unified_diff()
+        .context_radius(3)
+        .header("expected", "actual")
+        .to_string();
+    Err(GoldenError::Mismatch {
+        path: path.to_owned(),
+        diff,
+    })
+}
+
+/// Panics with a readable diff unless `yaml` matches the golden file at `path`; with
+/// `WASMOP_BLESS=1` in the environment, (re)writes the file instead.
+#[allow(clippy::panic)]
+pub(crate) fn assert_golden_yaml(yaml: &str, path: &Path) {
+    if std::env::var_os("WASMOP_BLESS").is_some_and(|v| v == "1") {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        }
+        std::fs::write(path, yaml)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        return;
+    }
+    let result = std::fs::read_to_string(path)
+        .map_err(|source| GoldenError::Read {
+            path: path.to_owned(),
+            source,
+        })
+        .and_then(|text| compare_yaml(yaml, &text, path));
+    if let Err(e) = result {
+        panic!(
+            "{}\n(run with WASMOP_BLESS=1 to accept the new report)",
+            wasmop_core::chain(&e)
+        );
+    }
+}
+
 /// Rebuilds every JSON map with its keys in sorted order, whatever serde_json's map type.
 fn canonical(v: Value) -> Value {
     match v {
@@ -181,30 +240,7 @@ impl Report {
 
     /// Compares with the expected YAML (as values: formatting and comments do not matter).
     pub fn compare(&self, expected_yaml: &str, path: &Path) -> Result<(), GoldenError> {
-        let expected: serde_yaml::Value =
-            serde_yaml::from_str(expected_yaml).map_err(|source| GoldenError::Yaml {
-                path: path.to_owned(),
-                source,
-            })?;
-        let actual_yaml = self.to_yaml();
-        let actual: serde_yaml::Value =
-            serde_yaml::from_str(&actual_yaml).map_err(|source| GoldenError::Yaml {
-                path: path.to_owned(),
-                source,
-            })?;
-        if expected == actual {
-            return Ok(());
-        }
-        let expected_text = serde_yaml::to_string(&expected).unwrap_or_default();
-        let diff = similar::TextDiff::from_lines(&expected_text, &actual_yaml)
-            .unified_diff()
-            .context_radius(3)
-            .header("expected", "actual")
-            .to_string();
-        Err(GoldenError::Mismatch {
-            path: path.to_owned(),
-            diff,
-        })
+        compare_yaml(&self.to_yaml(), expected_yaml, path)
     }
 
     /// Compares with a golden file; reads synchronously (for tests and the CLI's blocking
@@ -223,23 +259,7 @@ impl Report {
     ///
     /// # Panics
     /// When the report differs or the file cannot be read or written.
-    #[allow(clippy::panic)]
     pub fn assert_golden(&self, path: impl AsRef<Path>) {
-        let path = path.as_ref();
-        if std::env::var_os("WASMOP_BLESS").is_some_and(|v| v == "1") {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-            }
-            std::fs::write(path, self.to_yaml())
-                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-            return;
-        }
-        if let Err(e) = self.compare_with_file(path) {
-            panic!(
-                "{}\n(run with WASMOP_BLESS=1 to accept the new report)",
-                wasmop_core::chain(&e)
-            );
-        }
+        assert_golden_yaml(&self.to_yaml(), path.as_ref());
     }
 }

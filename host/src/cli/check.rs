@@ -78,6 +78,22 @@ pub(crate) fn render(file: &std::path::Path, plugin: &Plugin, engine: &Allocator
     );
     let permissions = permissions.iter().map(permission_line);
     let _ = writeln!(out, "permissions: {}", list(permissions));
+    match plugin.admission() {
+        None => {
+            let _ = writeln!(out, "webhooks:    none");
+        }
+        Some(admission) => {
+            let _ = writeln!(out, "webhooks:");
+            for (what, registration) in [
+                ("validating", &admission.validating),
+                ("mutating", &admission.mutating),
+            ] {
+                if let Some(r) = registration {
+                    let _ = writeln!(out, "  {what}: {}", webhook_line(r));
+                }
+            }
+        }
+    }
     let _ = writeln!(out, "grants:");
     for line in plugin.grants().to_string().lines() {
         let _ = writeln!(out, "  {line}");
@@ -108,6 +124,37 @@ fn artefact(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> 
     );
     let _ = writeln!(out, "engine:      {engine}");
     out
+}
+
+/// One webhook: its rules, selectors, failure policy and timeout.
+fn webhook_line(r: &wasmop_runtime::Registration) -> String {
+    let rules: Vec<String> = r
+        .rules
+        .iter()
+        .map(|rule| {
+            let ops: Vec<&str> = rule.operations.iter().map(|o| o.as_api()).collect();
+            let sub = rule
+                .subresource
+                .as_deref()
+                .map(|s| format!("/{}", shown(s)))
+                .unwrap_or_default();
+            format!("{}{sub} on {}", gvk(&rule.kind), ops.join(","))
+        })
+        .collect();
+    let mut line = rules.join("; ");
+    if let Some(s) = &r.namespace_selector {
+        let _ = write!(line, " (namespaces: {})", shown(s));
+    }
+    if let Some(s) = &r.object_selector {
+        let _ = write!(line, " (objects: {})", shown(s));
+    }
+    let _ = write!(
+        line,
+        ", failure policy {}, timeout {} s",
+        r.failure_policy.as_api(),
+        r.timeout.as_secs()
+    );
+    line
 }
 
 /// One watched kind: its kind, its selector and how it maps to primaries.

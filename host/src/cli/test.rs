@@ -1,5 +1,7 @@
-//! `wasmop test FILE --object OBJ.yaml`: one reconcile offline, printing the report;
-//! `--expect` compares it with a golden file, `--bless` writes that file instead.
+//! `wasmop test FILE --object OBJ.yaml`: one reconcile offline, printing the report; or
+//! `--validate REVIEW.yaml` / `--mutate REVIEW.yaml`: one admission review of an
+//! AdmissionReview file. `--expect` compares the report with a golden file, `--bless` writes
+//! that file instead.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -9,9 +11,10 @@ use serde_json::Value;
 
 use super::{Exit, RawRuntime};
 use wasmop_offline::{
-    CaseSettings, GoldenError, Harness, Scenario, offline_runtime_config, parse_time,
+    CaseSettings, GoldenError, Harness, ReviewScenario, Scenario, offline_runtime_config,
+    parse_time,
 };
-use wasmop_runtime::{LoadOptions, Runtime};
+use wasmop_runtime::{LoadOptions, ReviewKind, Runtime};
 
 /// Where the plugin's log lines go, and the exit codes, as `--help` shows them.
 const AFTER_HELP: &str = "\
@@ -20,8 +23,14 @@ Plugin log lines:
   too, filtered by WASMOP_LOG (default `warn`; `WASMOP_LOG=info` to see info lines as they
   are written, `WASMOP_LOG=trace` for all)
 
+Admission reviews:
+  --validate and --mutate take an AdmissionReview (admission.k8s.io/v1, YAML or JSON), as the
+  API server sends it to a webhook; the report shows the verdict (allowed, patched with the
+  JSON patch, or denied with the message, reason and code) or how the call failed
+
 Exit codes:
-  0  the call succeeded; with --expect, the report matches the file (whatever the call's
+  0  the call succeeded (for a review: the plugin answered, whether it admitted the request
+     or refused it); with --expect, the report matches the file (whatever the call's
      outcome); with --bless, the file was written
   1  an error: a file that cannot be read or parsed, a plugin that cannot be loaded
   2  a usage error (bad or missing arguments, a bad --now); or, with --expect, the report
@@ -36,8 +45,14 @@ pub(crate) struct RawTest {
     /// The plugin component (.wasm).
     file: PathBuf,
     /// YAML file with the object to reconcile.
-    #[arg(long)]
-    object: PathBuf,
+    #[arg(long, required_unless_present_any = ["validate", "mutate"])]
+    object: Option<PathBuf>,
+    /// Review the request in this AdmissionReview file with the plugin's `validate`.
+    #[arg(long, value_name = "REVIEW", conflicts_with_all = ["object", "mutate", "cleanup", "now", "case"])]
+    validate: Option<PathBuf>,
+    /// Review the request in this AdmissionReview file with the plugin's `mutate`.
+    #[arg(long, value_name = "REVIEW", conflicts_with_all = ["object", "cleanup", "now", "case"])]
+    mutate: Option<PathBuf>,
     /// YAML files with objects already in the cluster (several documents or `List`s).
     #[arg(long)]
     state: Vec<PathBuf>,
@@ -93,9 +108,29 @@ pub(crate) async fn run(raw: RawTest) -> anyhow::Result<Exit> {
         }
         None => Value::Object(Default::default()),
     };
-    let object_yaml = read(&raw.object, "the object file").await?;
+    let rt_config = raw.runtime.clone().apply(offline_runtime_config());
+    let runtime = Runtime::new(rt_config).context("cannot start the plugin runtime")?;
+    // The plugin gets what it declares: an author's run has no operator to grant more.
+    let options = LoadOptions {
+        config,
+        policy: wasmop_core::policy::Policy::declared(),
+        ..LoadOptions::default()
+    };
+    let harness = Harness::load_on(&runtime, &raw.file, options).await?;
+    let review = match (&raw.validate, &raw.mutate) {
+        (Some(path), _) => Some((ReviewKind::Validate, path)),
+        (None, Some(path)) => Some((ReviewKind::Mutate, path)),
+        (None, None) => None,
+    };
+    if let Some((kind, path)) = review {
+        return review_offline(&raw, &harness, kind, path).await;
+    }
+    let Some(object) = &raw.object else {
+        anyhow::bail!("--object, --validate or --mutate is required");
+    };
+    let object_yaml = read(object, "the object file").await?;
     let mut scenario = Scenario::from_yaml(&object_yaml)
-        .with_context(|| format!("bad object file {}", raw.object.display()))?;
+        .with_context(|| format!("bad object file {}", object.display()))?;
     for path in &raw.state {
         let yaml = read(path, "the state file").await?;
         scenario = scenario
@@ -115,24 +150,58 @@ pub(crate) async fn run(raw: RawTest) -> anyhow::Result<Exit> {
     if let Some(now) = raw.now.or(case.now) {
         scenario = scenario.at(now);
     }
-    let rt_config = raw.runtime.apply(offline_runtime_config());
-    let runtime = Runtime::new(rt_config).context("cannot start the plugin runtime")?;
-    // The plugin gets what it declares: an author's run has no operator to grant more.
-    let options = LoadOptions {
-        config,
-        policy: wasmop_core::policy::Policy::declared(),
-        ..LoadOptions::default()
-    };
-    let harness = Harness::load_on(&runtime, &raw.file, options).await?;
     let report = harness.run(&scenario).await?;
     print!("{}", report.to_yaml());
+    let yaml = report.to_yaml();
+    finish(
+        &raw,
+        report.raw_outcome.is_success(),
+        &yaml,
+        |text, golden| report.compare(text, golden),
+    )
+    .await
+}
+
+/// One review of the AdmissionReview in `path`, reported and checked like a reconcile.
+async fn review_offline(
+    raw: &RawTest,
+    harness: &Harness,
+    kind: ReviewKind,
+    path: &Path,
+) -> anyhow::Result<Exit> {
+    let text = read(path, "the AdmissionReview file").await?;
+    let mut scenario = ReviewScenario::from_yaml(kind, &text)
+        .with_context(|| format!("bad AdmissionReview file {}", path.display()))?;
+    for state in &raw.state {
+        let yaml = read(state, "the state file").await?;
+        scenario = scenario
+            .with_state_yaml(&yaml)
+            .with_context(|| format!("bad state file {}", state.display()))?;
+    }
+    let report = harness.review(&scenario).await?;
+    let yaml = report.to_yaml();
+    print!("{yaml}");
+    finish(raw, report.raw.is_ok(), &yaml, |text, golden| {
+        report.compare(text, golden)
+    })
+    .await
+}
+
+/// The exit of a run whose report is `yaml`: by how the call went, or by the comparison with
+/// (or the blessing of) the golden file.
+async fn finish(
+    raw: &RawTest,
+    succeeded: bool,
+    yaml: &str,
+    compare: impl FnOnce(&str, &Path) -> Result<(), GoldenError>,
+) -> anyhow::Result<Exit> {
     match &raw.expect {
-        None if report.raw_outcome.is_success() => Ok(Exit::Success),
+        None if succeeded => Ok(Exit::Success),
         None => Ok(Exit::PluginFailed),
-        Some(golden) if raw.bless => bless(golden, &report.to_yaml()).await,
+        Some(golden) if raw.bless => bless(golden, yaml).await,
         Some(golden) => {
             let text = read(golden, "the golden file").await?;
-            match report.compare(&text, golden) {
+            match compare(&text, golden) {
                 Ok(()) => Ok(Exit::Success),
                 Err(e @ GoldenError::Mismatch { .. }) => {
                     eprintln!("{e}");

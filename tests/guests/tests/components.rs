@@ -1,4 +1,4 @@
-//! The example plugins are real components exporting `wasmop:plugin/reconciler@0.2.0`, both as
+//! The example plugins are real components exporting `wasmop:plugin/reconciler@0.3.0`, both as
 //! plain `cargo build --target wasm32-wasip2` makes them (what `build.rs` does) and as
 //! `cargo component build` makes them.
 
@@ -9,7 +9,23 @@ use wasmop_test_guests::{GuestKind, all};
 use wasmparser::{Encoding, Parser, Payload, Validator, WasmFeatures};
 
 /// The interface every plugin must export.
-const RECONCILER: &str = "wasmop:plugin/reconciler@0.2.0";
+const RECONCILER: &str = "wasmop:plugin/reconciler@0.3.0";
+/// The interface a plugin that serves admission exports beside it.
+const ADMISSION: &str = "wasmop:plugin/admission@0.3.0";
+
+/// What `plugin` must export, sorted: `database-config` also serves admission.
+fn expected_exports(plugin: &str) -> Vec<&'static str> {
+    if plugin == "database-config" {
+        vec![ADMISSION, RECONCILER]
+    } else {
+        vec![RECONCILER]
+    }
+}
+
+fn sorted(mut exports: Vec<String>) -> Vec<String> {
+    exports.sort();
+    exports
+}
 
 /// Validates `bytes` as a component and returns the names it exports at the top level.
 fn component_exports(path: &Path) -> Vec<String> {
@@ -63,8 +79,13 @@ fn every_example_plugin_is_a_component_exporting_the_reconciler() {
         );
     }
     for plugin in plugins {
-        let exports = component_exports(plugin.path());
-        assert_eq!(exports, [RECONCILER], "exports of {}", plugin.name);
+        let exports = sorted(component_exports(plugin.path()));
+        assert_eq!(
+            exports,
+            expected_exports(plugin.name),
+            "exports of {}",
+            plugin.name
+        );
     }
 }
 
@@ -111,5 +132,8 @@ fn sdk_plugin_builds_with_cargo_component() {
     );
 
     let component = target_dir.join("wasm32-wasip1/wasm/database_config.wasm");
-    assert_eq!(component_exports(&component), [RECONCILER]);
+    assert_eq!(
+        sorted(component_exports(&component)),
+        expected_exports("database-config")
+    );
 }

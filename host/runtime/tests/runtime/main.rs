@@ -6,6 +6,7 @@
 //! Run one concern with its module path as the filter, e.g.
 //! `cargo test -p wasmop-runtime --test runtime -- tiering::`.
 
+mod admission;
 mod boundary;
 mod cache;
 mod calls;

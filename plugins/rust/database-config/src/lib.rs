@@ -1,6 +1,11 @@
 //! `database-config`: reconciles each `Database` (demo.wasmop.dev/v1; `crd.yaml` is generated
 //! from the types below, see the test at the end) into a
 //! ConfigMap `<name>-config` that applications mount, and reports a `Ready` condition.
+//!
+//! It also serves admission for Databases (`admission.rs`): its mutating webhook defaults
+//! `spec.replicas` to 1, and its validating webhook refuses an unknown engine, a port outside
+//! 1-65535 and a host that is neither a DNS name nor an IP address, with messages that name
+//! the field as the API server's own do.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,6 +17,8 @@ use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
 use wasmop_guest::k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use wasmop_guest::{Action, Context, Event, Info, Object, ReconcileError, Reconciler};
 use wasmop_guest::{condition, owned_meta, set_condition};
+
+mod admission;
 
 /// The database: the database-config plugin writes these settings into the ConfigMap
 /// `<name>-config`.
@@ -133,7 +140,7 @@ impl Reconciler for DatabaseConfig {
     }
 }
 
-wasmop_guest::export!(DatabaseConfig);
+wasmop_guest::export!(DatabaseConfig, admission = admission::DatabaseAdmission);
 
 #[cfg(test)]
 mod tests {

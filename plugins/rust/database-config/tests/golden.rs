@@ -7,3 +7,8 @@ mod golden_cases;
 fn golden_cases_match_their_expected_reports() {
     golden_cases::run_cases("database-config", env!("CARGO_MANIFEST_DIR"));
 }
+
+#[test]
+fn admission_cases_match_their_expected_reports() {
+    golden_cases::run_admission_cases("database-config", env!("CARGO_MANIFEST_DIR"));
+}
