@@ -58,33 +58,18 @@ pub fn run_cases(plugin: &str, manifest_dir: &str) {
 pub fn run_admission_cases(plugin: &str, manifest_dir: &str) {
     let component = wasmop_test_guests::component(plugin);
     let dir = Path::new(manifest_dir).join("tests/admission");
-    let mut cases: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
-        .map(|entry| entry.expect("readable directory entry").path())
-        .filter(|path| path.is_dir())
-        .collect();
-    cases.sort();
-    assert!(!cases.is_empty(), "no cases in {}", dir.display());
-    let read = |path: &Path| {
-        std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-    };
-    for case in cases {
+    for case in runner::case_dirs(&dir) {
         let (kind, file) = if case.join("validate.yaml").exists() {
             (ReviewKind::Validate, case.join("validate.yaml"))
         } else {
             (ReviewKind::Mutate, case.join("mutate.yaml"))
         };
-        let config = match case.join("config.yaml") {
-            path if path.exists() => serde_yaml::from_str(&read(&path))
-                .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display())),
-            _ => serde_json::json!({}),
-        };
-        let mut scenario = ReviewScenario::from_yaml(kind, &read(&file))
+        let config = runner::case_config(&case);
+        let mut scenario = ReviewScenario::from_yaml(kind, &runner::read(&file))
             .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
         if case.join("state.yaml").exists() {
             scenario = scenario
-                .with_state_yaml(&read(&case.join("state.yaml")))
+                .with_state_yaml(&runner::read(&case.join("state.yaml")))
                 .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
         }
         let harness = Harness::load_with_config_blocking(component, config)

@@ -26,30 +26,41 @@ pub enum Expected {
 /// Runs every case directory in `cases_dir` against `component`, loading it with `load` for
 /// each case, failing with the case's name and a diff on a mismatch.
 pub fn run_cases_in(component: &Path, cases_dir: &Path, load: Load<'_>, expected: Expected) {
-    let mut cases: Vec<_> = std::fs::read_dir(cases_dir)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", cases_dir.display()))
-        .map(|entry| entry.expect("readable directory entry").path())
-        .filter(|path| path.is_dir())
-        .collect();
-    cases.sort();
-    assert!(!cases.is_empty(), "no cases in {}", cases_dir.display());
-    for case in cases {
+    for case in case_dirs(cases_dir) {
         run_case(component, &case, load, expected);
     }
 }
 
-fn read(path: &Path) -> String {
+/// The case directories in `dir`, sorted; fails if there are none.
+pub fn case_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut cases: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.expect("readable directory entry").path())
+        .filter(|path| path.is_dir())
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no cases in {}", dir.display());
+    cases
+}
+
+/// A file of a case, which must exist.
+pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// A case's settings for the plugin (`config.yaml`, or `{}`).
+pub fn case_config(case: &Path) -> serde_json::Value {
+    match case.join("config.yaml") {
+        path if path.exists() => serde_yaml::from_str(&read(&path))
+            .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display())),
+        _ => serde_json::json!({}),
+    }
 }
 
 fn run_case(component: &Path, case: &Path, load: Load<'_>, expected: Expected) {
     let settings = CaseSettings::read(case)
         .unwrap_or_else(|e| panic!("case {}: {}", case.display(), causes(&e)));
-    let config = match case.join("config.yaml") {
-        path if path.exists() => serde_yaml::from_str(&read(&path))
-            .unwrap_or_else(|e| panic!("{} is not valid YAML: {e}", path.display())),
-        _ => serde_json::json!({}),
-    };
+    let config = case_config(case);
     let object = read(&case.join("object.yaml"));
     let mut scenario = Scenario::from_yaml(&object)
         .and_then(|s| s.with_state_yaml(&read(&case.join("state.yaml"))))

@@ -4,6 +4,59 @@
 //! current contract (0.3); `v0_2.rs` and `v0_1.rs` serve the imports of plugins built against
 //! the frozen contracts through them.
 
+/// The `events`, `log` and `config` imports of a frozen contract version (`$old`, whose
+/// values' conversions are `$conv`), served by the 0.3 host calls: the three interfaces are
+/// the same in every version, so one definition serves each.
+macro_rules! unchanged_imports {
+    ($old:ident, $conv:ident) => {
+        impl crate::bindings::$old::wasmop::plugin::events::Host for crate::call::CallState {
+            async fn emit(
+                &mut self,
+                e: crate::bindings::$old::wasmop::plugin::events::Event,
+            ) -> HostResult<()> {
+                use crate::bindings::v0_3::wasmop::plugin::events as new;
+                use crate::bindings::$old::wasmop::plugin::events as old;
+                let event = new::Event {
+                    regarding: crate::contract::$conv::up::object_ref(e.regarding),
+                    event_type: match e.event_type {
+                        old::EventType::Normal => new::EventType::Normal,
+                        old::EventType::Warning => new::EventType::Warning,
+                    },
+                    reason: e.reason,
+                    action: e.action,
+                    note: e.note,
+                };
+                answer(new::Host::emit(self, event).await)
+            }
+        }
+
+        impl crate::bindings::$old::wasmop::plugin::log::Host for crate::call::CallState {
+            async fn log(
+                &mut self,
+                level: crate::bindings::$old::wasmop::plugin::log::Level,
+                message: String,
+            ) -> wasmtime::Result<()> {
+                use crate::bindings::v0_3::wasmop::plugin::log::{self as new, Level as N};
+                use crate::bindings::$old::wasmop::plugin::log::Level as O;
+                let level = match level {
+                    O::Trace => N::Trace,
+                    O::Debug => N::Debug,
+                    O::Info => N::Info,
+                    O::Warn => N::Warn,
+                    O::Error => N::Error,
+                };
+                new::Host::log(self, level, message).await
+            }
+        }
+
+        impl crate::bindings::$old::wasmop::plugin::config::Host for crate::call::CallState {
+            async fn get(&mut self) -> wasmtime::Result<String> {
+                crate::bindings::v0_3::wasmop::plugin::config::Host::get(self).await
+            }
+        }
+    };
+}
+
 mod config;
 mod events;
 mod kube;

@@ -85,37 +85,4 @@ impl old::kube::Host for CallState {
     }
 }
 
-impl old::events::Host for CallState {
-    async fn emit(&mut self, e: old::events::Event) -> HostResult<()> {
-        let event = new::events::Event {
-            regarding: up::object_ref(e.regarding),
-            event_type: match e.event_type {
-                old::events::EventType::Normal => new::events::EventType::Normal,
-                old::events::EventType::Warning => new::events::EventType::Warning,
-            },
-            reason: e.reason,
-            action: e.action,
-            note: e.note,
-        };
-        answer(new::events::Host::emit(self, event).await)
-    }
-}
-
-impl old::log::Host for CallState {
-    async fn log(&mut self, level: old::log::Level, message: String) -> wasmtime::Result<()> {
-        let level = match level {
-            old::log::Level::Trace => new::log::Level::Trace,
-            old::log::Level::Debug => new::log::Level::Debug,
-            old::log::Level::Info => new::log::Level::Info,
-            old::log::Level::Warn => new::log::Level::Warn,
-            old::log::Level::Error => new::log::Level::Error,
-        };
-        new::log::Host::log(self, level, message).await
-    }
-}
-
-impl old::config::Host for CallState {
-    async fn get(&mut self) -> wasmtime::Result<String> {
-        new::config::Host::get(self).await
-    }
-}
+unchanged_imports!(v0_1, v01);
