@@ -124,12 +124,6 @@ pub struct ReviewedReport {
 }
 
 impl ReviewedReport {
-    /// Whether the request would go ahead (a failed call counts as not: its failure policy
-    /// decides, which only the host applies).
-    pub fn allowed(&self) -> bool {
-        self.raw.as_ref().is_ok_and(Verdict::is_allowed)
-    }
-
     /// The report as YAML.
     pub fn to_yaml(&self) -> String {
         serde_yaml::to_string(self).unwrap_or_default()

@@ -62,17 +62,6 @@ impl Operation {
             Operation::Connect => "CONNECT",
         }
     }
-
-    /// The operation the API server calls `text` (`CREATE`, ...).
-    pub fn from_api(text: &str) -> Option<Self> {
-        Some(match text {
-            "CREATE" => Operation::Create,
-            "UPDATE" => Operation::Update,
-            "DELETE" => Operation::Delete,
-            "CONNECT" => Operation::Connect,
-            _ => return None,
-        })
-    }
 }
 
 impl From<kube_core::admission::Operation> for Operation {
@@ -346,11 +335,6 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Whether the request goes ahead.
-    pub fn is_allowed(&self) -> bool {
-        matches!(self, Verdict::Allowed { .. })
-    }
-
     /// A short, bounded label for metrics and reports: `allowed`, `patched` or `denied`.
     pub fn label(&self) -> &'static str {
         match self {
@@ -410,15 +394,5 @@ impl ReviewCall {
     pub fn capturing_logs(mut self) -> Self {
         self.capture_logs = true;
         self
-    }
-
-    /// Which export it calls.
-    pub fn kind(&self) -> ReviewKind {
-        self.kind
-    }
-
-    /// The request.
-    pub fn review(&self) -> &Review {
-        &self.review
     }
 }

@@ -27,7 +27,7 @@ pub(crate) async fn review(
 ) -> ReviewReport {
     let ReviewCall {
         kind,
-        review,
+        mut review,
         deadline,
         capture_logs,
     } = call;
@@ -66,7 +66,8 @@ pub(crate) async fn review(
         Ok(prepared) => prepared,
         Err(e) => return failed(format!("cannot prepare the review: {e:#}")),
     };
-    let mut original = review.object.clone();
+    // Taken, not copied: the guest gets its text, and a mutation is diffed against it.
+    let mut original = review.object.take();
     if let Some(value) = &mut original {
         trim_value(value);
     }
@@ -139,7 +140,8 @@ fn operation(op: Operation) -> wit::Operation {
     }
 }
 
-/// The request in the guest's types; the object is the trimmed `original`.
+/// The request in the guest's types; the object is the trimmed `original` (taken out of
+/// `review` by the caller).
 fn to_wit(review: Review, original: Option<&Value>) -> wit::Review {
     wit::Review {
         uid: review.uid,
