@@ -105,6 +105,23 @@ pub struct Shared {
     pub orphans: Orphans,
 }
 
+impl Shared {
+    /// The cluster as the host calls of plugin `name` see it: confined to `namespaces`
+    /// (`None`: every namespace) and counted in the host-call metrics under its name. Its
+    /// reconciles and its admission reviews use the same.
+    pub fn plugin_cluster(
+        &self,
+        name: &str,
+        namespaces: Option<std::collections::BTreeSet<String>>,
+    ) -> Arc<dyn Cluster> {
+        Arc::new(counted::Counted::new(
+            Arc::new(self.cluster.scoped(namespaces)),
+            self.metrics.clone(),
+            name,
+        ))
+    }
+}
+
 /// What one plugin's reconciles need.
 pub(crate) struct PluginCtx {
     /// The version reconciles call: each reconcile takes the current one when it starts and
@@ -138,11 +155,7 @@ impl PluginCtx {
         let name = version.borrow().info().name.to_string();
         Self {
             plugin: version,
-            cluster: Arc::new(counted::Counted::new(
-                Arc::new(shared.cluster.scoped(settings.namespaces.clone())),
-                shared.metrics.clone(),
-                &name,
-            )),
+            cluster: shared.plugin_cluster(&name, settings.namespaces.clone()),
             shared: shared.clone(),
             primary,
             namespaces: settings.namespaces.clone(),

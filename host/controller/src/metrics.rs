@@ -11,13 +11,17 @@
 //! `workqueue_queue_duration_seconds` (see [`crate::controller::queue`] for how they are
 //! taken), `wasmop_event_to_reconcile_seconds` (watch event received → plugin called, permits
 //! held; finer buckets than the workqueue's), `workqueue_retries_total`, `workqueue_work_duration_seconds` and
-//! `leader_election_master_status{name}` (the Lease).
+//! `leader_election_master_status{name}` (the Lease), and for admission webhooks
+//! `controller_runtime_webhook_requests_total{webhook,code}`,
+//! `controller_runtime_webhook_latency_seconds` and `controller_runtime_webhook_requests_in_flight`
+//! (see [`WebhookRequest`]).
 //! wasmop's own are prefixed `wasmop_` (host calls by verb and outcome are counted by
 //! [`crate::controller::counted`]; `wasmop_plugin_memory_peak_bytes` and
 //! `wasmop_plugin_fuel_consumed_total`, `wasmop_plugin_calls_demoted_total` and
 //! `wasmop_host_calls_denied_total` come from each call's [`Usage`];
 //! `wasmop_requeues_raised_total` and `wasmop_reconciles_throttled_total` from the
-//! controller's floor and per-object rate limit; `wasmop_watch_objects_skipped_total{kind}`
+//! controller's floor and per-object rate limit; `wasmop_admission_reviews_total` counts reviews
+//! by plugin, review, operation and outcome; `wasmop_watch_objects_skipped_total{kind}`
 //! counts the objects a shared watch could not decode, see [`crate::watches`]). Labels are
 //! bounded: plugin names, verbs, outcome and cause labels, states, versions and digests of
 //! loaded plugins, watched kinds — never object names.
@@ -25,6 +29,7 @@
 mod calls;
 mod labels;
 mod state;
+mod webhooks;
 mod workloop;
 
 use std::sync::Arc;
@@ -34,6 +39,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 
 pub(crate) use self::state::PluginState;
+pub use self::webhooks::WebhookRequest;
 pub(crate) use self::workloop::ActiveWorker;
 
 /// Every metric the host records. Cheap to clone. The families are grouped by what records
@@ -45,6 +51,7 @@ pub struct Metrics {
     queue: workloop::Workqueue,
     calls: calls::Calls,
     state: state::HostState,
+    webhooks: webhooks::Webhooks,
 }
 
 impl Default for Metrics {
@@ -61,12 +68,14 @@ impl Metrics {
         let queue = workloop::Workqueue::register(&mut r);
         let calls = calls::Calls::register(&mut r);
         let state = state::HostState::register(&mut r);
+        let webhooks = webhooks::Webhooks::register(&mut r);
         Self {
             registry: Arc::new(r),
             reconciles,
             queue,
             calls,
             state,
+            webhooks,
         }
     }
 

@@ -14,11 +14,11 @@ use wasmop_core::cluster::ClusterError;
 
 /// A kind as the API server serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct Resolved {
+pub struct Resolved {
     /// Group, version, kind and plural.
-    pub(crate) resource: ApiResource,
+    pub resource: ApiResource,
     /// Whether objects of the kind live in namespaces.
-    pub(crate) namespaced: bool,
+    pub namespaced: bool,
 }
 
 /// A caching GVK resolver. Cheap to clone.
@@ -42,7 +42,7 @@ impl Resolver {
     /// # Errors
     /// `NotFound` when the API server does not serve the kind (for a custom resource: its CRD
     /// is not installed or not established yet); `Unavailable` when discovery itself failed.
-    pub(crate) async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ClusterError> {
+    pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ClusterError> {
         if let Some(hit) = self.cached(gvk) {
             return Ok(hit);
         }

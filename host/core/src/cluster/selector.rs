@@ -58,6 +58,38 @@ impl LabelSelector {
             Requirement::DoesNotExist(k) => !labels.contains_key(k),
         })
     }
+
+    /// The selector as the structured form the API takes (`matchExpressions`): one
+    /// expression per requirement, `=` as `In` one value and `!=` as `NotIn` one value.
+    pub fn expressions(&self) -> Vec<Expression> {
+        let expr = |key: &String, operator, values: &[String]| Expression {
+            key: key.clone(),
+            operator,
+            values: values.to_vec(),
+        };
+        self.0
+            .iter()
+            .map(|r| match r {
+                Requirement::Equals(k, v) => expr(k, "In", std::slice::from_ref(v)),
+                Requirement::NotEquals(k, v) => expr(k, "NotIn", std::slice::from_ref(v)),
+                Requirement::In(k, vs) => expr(k, "In", vs),
+                Requirement::NotIn(k, vs) => expr(k, "NotIn", vs),
+                Requirement::Exists(k) => expr(k, "Exists", &[]),
+                Requirement::DoesNotExist(k) => expr(k, "DoesNotExist", &[]),
+            })
+            .collect()
+    }
+}
+
+/// One requirement of a selector in the API's structured form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expression {
+    /// The label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: &'static str,
+    /// The values (`In`, `NotIn`).
+    pub values: Vec<String>,
 }
 
 fn split_top_level(s: &str) -> Result<Vec<&str>, &'static str> {
@@ -169,6 +201,29 @@ mod tests {
         for s in no {
             assert!(!LabelSelector::parse(s).expect(s).matches(&l), "{s}");
         }
+    }
+
+    #[test]
+    fn every_operator_has_a_structured_form() {
+        let s = LabelSelector::parse("app=web, tier!=db, env in (a,b), x notin (c), y, !z")
+            .expect("valid");
+        let got: Vec<(String, &str, Vec<String>)> = s
+            .expressions()
+            .into_iter()
+            .map(|e| (e.key, e.operator, e.values))
+            .collect();
+        let v = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                ("app".into(), "In", v(&["web"])),
+                ("tier".into(), "NotIn", v(&["db"])),
+                ("env".into(), "In", v(&["a", "b"])),
+                ("x".into(), "NotIn", v(&["c"])),
+                ("y".into(), "Exists", vec![]),
+                ("z".into(), "DoesNotExist", vec![]),
+            ]
+        );
     }
 
     #[test]
