@@ -8,6 +8,7 @@
 //! its `Source`s, `runtime` into the runtime's `RuntimeConfig`; `policy` reads grants and
 //! sensitive kinds, `fields` the host-wide addresses and durations.
 
+pub(crate) mod admission;
 mod fairness;
 mod fields;
 pub(crate) mod flags;
@@ -125,6 +126,8 @@ pub struct Config {
     pub(crate) orphaned_finalizer_grace: Duration,
     /// Kubeconfig to use instead of the inferred one (in-cluster or `KUBECONFIG`).
     pub(crate) kubeconfig: Option<PathBuf>,
+    /// Serving the plugins' admission webhooks; `None` when off.
+    pub(crate) admission: Option<admission::AdmissionConfig>,
     /// The operator's sensitive kinds, added to the built-in ones.
     sensitive_kinds: Vec<(String, String)>,
     defaults: PluginSettings,
@@ -259,6 +262,7 @@ impl Config {
             _ => None,
         };
         let sensitive_kinds = policy::sensitive_kinds(&raw.sensitive_kinds)?;
+        let admission = admission::validate(raw.admission.as_ref(), &namespace)?;
         let (defaults, plugins) = plugin::all(&raw.defaults.unwrap_or_default(), &raw.plugins)?;
         Ok(Self {
             sources,
@@ -279,6 +283,7 @@ impl Config {
             namespace,
             orphaned_finalizer_grace,
             kubeconfig,
+            admission,
             sensitive_kinds,
             defaults,
             plugins,

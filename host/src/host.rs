@@ -23,9 +23,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::admission::certs::{self, Authority, Rotating};
+use crate::admission::register::Registrar;
+use crate::admission::serve::Server;
 use crate::config::Config;
+use crate::config::admission::AdmissionConfig;
 use crate::registry::Registry;
-use crate::{health, http, shutdown};
+use crate::{admission, health, http, shutdown};
 use wasmop_controller::controller::Shared;
 use wasmop_controller::events::EventSink;
 use wasmop_controller::kubeapi::KubeCluster;
@@ -85,6 +89,18 @@ pub(crate) enum HostError {
     /// The plugin runtime cannot start.
     #[error("cannot start the plugin runtime")]
     Runtime(#[source] wasmop_runtime::RuntimeError),
+    /// The admission webhook server cannot start: its CA or its certificate.
+    #[error("cannot serve admission webhooks")]
+    AdmissionCertificates(#[source] crate::admission::certs::CertError),
+    /// The admission address cannot be bound.
+    #[error("cannot serve admission webhooks on {address}")]
+    AdmissionAddress {
+        /// The address.
+        address: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// Waiting for a shutdown signal failed.
     #[error("cannot listen for shutdown signals")]
     Signal(#[source] std::io::Error),
@@ -132,6 +148,10 @@ pub(crate) async fn run(config: Config) -> Result<(), HostError> {
         election.leading.clone(),
         shutdown.clone(),
     );
+    let (webhooks, catalog) = watch::channel(admission::Catalog::default());
+    if let Some(settings) = &config.admission {
+        serve_admission(settings, &config.namespace, &shared, catalog, &shutdown).await?;
+    }
     let received = watch_sources(&config, &client, &shutdown);
     let shutdown_timeout = config.shutdown_timeout;
     // The registry runs every plugin's controller and returns once they have all ended; then
@@ -140,7 +160,9 @@ pub(crate) async fn run(config: Config) -> Result<(), HostError> {
     let mut tasks = tokio::task::JoinSet::new();
     let events = shared.events.clone();
     tasks.spawn(async move {
-        Registry::new(runtime, config, shared).run(received).await;
+        Registry::new(runtime, config, shared, webhooks)
+            .run(received)
+            .await;
         events.flush().await;
     });
     tokio::select! {
@@ -186,6 +208,62 @@ async fn serve_probes(
             health::route(&s, path)
         }));
     }
+    Ok(())
+}
+
+/// Starts the admission webhook server on its address, with a serving certificate issued
+/// from the shared CA (renewed in the background), and the registration of the webhooks
+/// (written while this host leads). Every replica serves.
+async fn serve_admission(
+    settings: &AdmissionConfig,
+    namespace: &str,
+    shared: &Shared,
+    catalog: watch::Receiver<admission::Catalog>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(), HostError> {
+    let authority = Arc::new(
+        Authority::shared(shared.client.clone(), namespace, &settings.ca_secret)
+            .await
+            .map_err(HostError::AdmissionCertificates)?,
+    );
+    let names = settings.certificate_names();
+    let first = authority
+        .issue(&names, settings.certificate_validity)
+        .map_err(HostError::AdmissionCertificates)?;
+    let rotating = Rotating::new(first);
+    let tls = certs::server_config(rotating.clone()).map_err(HostError::AdmissionCertificates)?;
+    let address = settings.address;
+    let listener = http::bind(address)
+        .await
+        .map_err(|source| HostError::AdmissionAddress { address, source })?;
+    let bound = listener.local_addr().unwrap_or(address);
+    tracing::info!(address = %bound, configuration = settings.configuration_name, "serving admission webhooks");
+    let server = Server::new(
+        catalog.clone(),
+        shared.metrics.clone(),
+        settings.concurrency,
+        settings.max_request_bytes,
+    );
+    let mut remembered = catalog.clone();
+    let memory = server.clone();
+    tokio::spawn(async move {
+        loop {
+            memory.remember(&remembered.borrow_and_update().clone());
+            if remembered.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    tokio::spawn(server.serve(listener, tls));
+    tokio::spawn(rotating.renew_forever(authority.clone(), names, settings.certificate_validity));
+    let registrar = Registrar::new(
+        shared.client.clone(),
+        shared.resolver.clone(),
+        settings.clone(),
+        namespace.to_owned(),
+        authority.ca_pem().to_owned(),
+    );
+    tokio::spawn(registrar.run(catalog, shared.leading.clone(), shutdown.clone()));
     Ok(())
 }
 

@@ -13,7 +13,10 @@
 //! - `host` wires `wasmop run` together; `http` is the small HTTP server behind
 //!   `health` (`/healthz`, `/readyz`, `/status`) and `/metrics`; `shutdown` is the
 //!   graceful shutdown sequence.
+//! - `admission` serves the plugins' admission webhooks over HTTPS, with the certificates
+//!   the host issues itself, and registers them with the API server.
 
+pub(crate) mod admission;
 pub mod cli;
 pub mod config;
 pub(crate) mod health;

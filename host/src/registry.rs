@@ -61,7 +61,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub(crate) use self::report::{Rejection, ReloadResult};
@@ -69,6 +69,7 @@ pub(crate) use self::report::{Rejection, ReloadResult};
 use self::install::same_watches;
 use self::lifecycle::Running;
 use self::loads::Loads;
+use crate::admission::{Catalog, Webhook};
 use crate::config::Config;
 use wasmop_controller::controller::Shared;
 use wasmop_controller::controller::streak::Failing;
@@ -125,11 +126,20 @@ pub(crate) struct Registry {
     failing: mpsc::UnboundedSender<Failing>,
     failures: mpsc::UnboundedReceiver<Failing>,
     loads: Loads<Result<Plugin, LoadError>>,
+    /// Where the plugins that serve admission are published (see [`crate::admission`]).
+    webhooks: watch::Sender<Catalog>,
+    /// Versions whose admission webhooks were reported as not served (admission is off).
+    unserved: BTreeSet<Digest>,
 }
 
 impl Registry {
     /// An empty registry for the sources of `config`.
-    pub(crate) fn new(runtime: Runtime, config: Config, shared: Shared) -> Self {
+    pub(crate) fn new(
+        runtime: Runtime,
+        config: Config,
+        shared: Shared,
+        webhooks: watch::Sender<Catalog>,
+    ) -> Self {
         let (failing, failures) = mpsc::unbounded_channel();
         Self {
             runtime,
@@ -142,6 +152,8 @@ impl Registry {
             failing,
             failures,
             loads: Loads::new(),
+            webhooks,
+            unserved: BTreeSet::new(),
         }
     }
 
@@ -172,6 +184,7 @@ impl Registry {
                 Some(Event::Loaded(loaded)) => self.loaded(loaded).await,
                 Some(Event::Failing(_)) | None => break,
             }
+            self.publish_webhooks();
         }
         tracing::info!(plugins = self.live.len(), "plugins loaded");
         self.shared.status.plugins_loaded();
@@ -195,11 +208,51 @@ impl Registry {
                 Some(Event::Failing(failing)) => self.failing(failing).await,
                 None => break,
             }
+            self.publish_webhooks();
         }
         self.loads.abort_all();
         for (_, live) in std::mem::take(&mut self.live) {
             live.running.join().await;
         }
+    }
+
+    /// Publishes the running versions that serve admission, when they changed. With
+    /// admission off, a version that declares webhooks is reported once.
+    fn publish_webhooks(&mut self) {
+        let mut catalog = BTreeMap::new();
+        for (name, live) in &self.live {
+            let plugin = live.running.current();
+            if plugin.admission().is_none() {
+                continue;
+            }
+            if self.config.admission.is_none() {
+                if self.unserved.insert(plugin.digest()) {
+                    tracing::warn!(plugin = %name, "the plugin declares admission webhooks, but this host does not serve admission (no `admission` section in its config); its reconciler runs, its webhooks do not");
+                }
+                continue;
+            }
+            let namespaces = self.config.plugin(name).namespaces.clone();
+            let cluster = self
+                .shared
+                .plugin_cluster(name.as_str(), namespaces.clone());
+            catalog.insert(
+                name.clone(),
+                Webhook {
+                    plugin,
+                    cluster,
+                    namespaces,
+                },
+            );
+        }
+        let catalog: Catalog = std::sync::Arc::new(catalog);
+        self.webhooks.send_if_modified(|current| {
+            if crate::admission::same(current, &catalog) {
+                false
+            } else {
+                *current = catalog;
+                true
+            }
+        });
     }
 
     fn count(&self, plugin: &str, result: ReloadResult) {

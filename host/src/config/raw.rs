@@ -51,6 +51,18 @@
 //! # ServiceAccount, Node, RBAC, admission configuration, CRDs, APIService, CSRs).
 //! sensitiveKinds:
 //!   - {group: "", kind: Pod}
+//! # Serve the plugins' admission webhooks (validate/mutate) over HTTPS (default: off).
+//! admission:
+//!   address: 0.0.0.0:9443                 # default
+//!   service: {name: wasmop-webhook}       # how the API server reaches the host in a cluster;
+//!   # url: https://127.0.0.1:9443         # or a URL (outside a cluster)
+//!   configurationName: wasmop-wasmop-system  # default wasmop-<namespace>
+//!   concurrency: 32                       # reviews at once over all plugins
+//!   maxRequestBytes: 8Mi                  # larger AdmissionReviews are answered 413
+//!   excludeNamespaces: [kube-system, wasmop-system]  # never reviewed (default: these two)
+//!   certificate:
+//!     caSecretName: wasmop-webhook-ca     # the CA every replica issues from (host namespace)
+//!     validity: 168h                      # serving certificates, renewed after 2/3 of it
 //! # Settings every plugin gets unless its own entry says otherwise.
 //! defaults:
 //!   memory: 64Mi
@@ -127,6 +139,54 @@ pub struct RawConfig {
     /// Settings per plugin name.
     #[serde(default)]
     pub(crate) plugins: BTreeMap<String, RawPluginSettings>,
+    /// Serving the plugins' admission webhooks.
+    pub(crate) admission: Option<RawAdmission>,
+}
+
+/// The admission webhook server and the webhook configurations the host manages.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct RawAdmission {
+    /// Whether to serve (default true when the section is present).
+    pub(crate) enabled: Option<bool>,
+    /// Where HTTPS is served, `host:port`.
+    pub(crate) address: Option<String>,
+    /// The URL the API server calls (outside a cluster).
+    pub(crate) url: Option<String>,
+    /// The Service the API server calls (in a cluster).
+    pub(crate) service: Option<RawWebhookService>,
+    /// The name of the webhook configurations.
+    pub(crate) configuration_name: Option<String>,
+    /// Reviews that may run at once.
+    pub(crate) concurrency: Option<u32>,
+    /// The largest request body read.
+    pub(crate) max_request_bytes: Option<RawQuantity>,
+    /// The certificates the host issues.
+    pub(crate) certificate: Option<RawCertificate>,
+    /// Namespaces no webhook reviews (default: `kube-system` and the host's own).
+    pub(crate) exclude_namespaces: Option<Vec<String>>,
+}
+
+/// The Service in front of the host's webhook server.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct RawWebhookService {
+    /// Its name.
+    pub(crate) name: String,
+    /// Its namespace (default: the host's).
+    pub(crate) namespace: Option<String>,
+    /// Its port (default 443).
+    pub(crate) port: Option<u16>,
+}
+
+/// The self-issued certificates.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct RawCertificate {
+    /// The Secret holding the CA (in the host's namespace).
+    pub(crate) ca_secret_name: Option<String>,
+    /// How long a serving certificate is valid, as a duration.
+    pub(crate) validity: Option<String>,
 }
 
 /// Leader election over a `coordination.k8s.io/v1` Lease.

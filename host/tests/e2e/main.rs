@@ -16,6 +16,7 @@
 #[path = "../harness/mod.rs"]
 mod harness;
 
+mod admission;
 mod boundary;
 mod contract;
 mod database;

@@ -16,6 +16,9 @@
 //! - `bad-reason`: refuses with a reason that is not CamelCase.
 //! - `warnings`: admits with 100 warnings of 10,000 characters with escape sequences.
 //! - `rename` (mutate): returns the object under another name.
+//!
+//! `data.in` (`validate` or `mutate`) confines the misbehaviour to that review; the other
+//! admits (as for `admit`). Without it, both reviews do what `data.do` says.
 
 use wasmop_guest::admission::{
     Admission, Allowed, Denied, FailurePolicy, Mutated, Operation, Review, Webhook, Webhooks,
@@ -40,10 +43,15 @@ impl Reconciler for Probe {
     }
 }
 
-fn what(cm: &ConfigMap) -> String {
-    cm.data
-        .as_ref()
-        .and_then(|d| d.get("do").cloned())
+fn what(cm: &ConfigMap, review: &str) -> String {
+    let data = cm.data.as_ref();
+    if data
+        .and_then(|d| d.get("in"))
+        .is_some_and(|only| only != review)
+    {
+        return "admit".to_owned();
+    }
+    data.and_then(|d| d.get("do").cloned())
         .unwrap_or_else(|| "admit".to_owned())
 }
 
@@ -55,8 +63,8 @@ fn data(cm: &ConfigMap, key: &str) -> String {
 }
 
 /// What both exports do for the shared misbehaviours; `None` for the export's own answer.
-fn common(cm: &ConfigMap, ctx: &Context) -> Option<Result<Allowed, Denied>> {
-    Some(match what(cm).as_str() {
+fn common(cm: &ConfigMap, review: &str, ctx: &Context) -> Option<Result<Allowed, Denied>> {
+    Some(match what(cm, review).as_str() {
         "deny" => Err(Denied::invalid(data(cm, "message"))),
         "loop" => {
             let mut n: u64 = 0;
@@ -132,18 +140,18 @@ impl Admission for ProbeAdmission {
         let Some(cm) = review.object else {
             return Ok(Allowed::new());
         };
-        common(&cm, ctx).unwrap_or_else(|| Ok(Allowed::new()))
+        common(&cm, "validate", ctx).unwrap_or_else(|| Ok(Allowed::new()))
     }
 
     fn mutate(review: Review<ConfigMap>, ctx: &Context) -> Result<Mutated<ConfigMap>, Denied> {
         let Some(mut cm) = review.object else {
             return Ok(Mutated::unchanged());
         };
-        if what(&cm) == "rename" {
+        if what(&cm, "mutate") == "rename" {
             cm.metadata.name = Some("renamed".into());
             return Ok(Mutated::to(cm));
         }
-        if let Some(answer) = common(&cm, ctx) {
+        if let Some(answer) = common(&cm, "mutate", ctx) {
             return answer.map(|allowed| {
                 let _ = allowed;
                 Mutated::unchanged()

@@ -1,0 +1,328 @@
+//! Admission webhooks served by plugins, through the real API server: the host registers a
+//! ValidatingWebhookConfiguration and a MutatingWebhookConfiguration pointing at its HTTPS
+//! server on loopback (a URL client config, the CA it issued in `caBundle`), and real creates
+//! go through them.
+
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, PostParams};
+use serde_json::json;
+use wasmop_testenv::TestEnv;
+
+use crate::database::{DATABASE_CRD, databases};
+use crate::harness::{Host, PATIENCE, confined, message};
+
+/// A port free on loopback now (the host binds it a moment later).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The host config's `admission` section: served on loopback, reached by URL, every
+/// namespace but `kube-system` reviewed (the test's namespace is also the host's).
+fn admission_section(port: u16) -> String {
+    format!(
+        "admission:\n  address: 127.0.0.1:{port}\n  url: https://127.0.0.1:{port}\n  \
+         excludeNamespaces: [kube-system]\n"
+    )
+}
+
+fn database(name: &str, host: &str, replicas: Option<u32>) -> DynamicObject {
+    let mut spec = json!({"engine": "postgres", "host": host, "port": 5432});
+    if let Some(r) = replicas {
+        spec["replicas"] = r.into();
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "demo.wasmop.dev/v1",
+        "kind": "Database",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// The API error of a refused create: (code, reason, message).
+fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.reason, status.message),
+        other => panic!("expected the API server to refuse the create, got {other:?}"),
+    }
+}
+
+/// Waits until the API server calls the host's webhooks for Databases: a dry-run create
+/// without `replicas` passes the schema (which requires it) only once the mutating webhook
+/// defaults it, and one with a bad host is refused only once the validating webhook runs.
+async fn wait_registered(env: &TestEnv) {
+    let api = databases(env);
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let defaulted = api
+            .create(&dry, &database("probe", "db.internal", None))
+            .await;
+        let refused = api
+            .create(&dry, &database("probe", "not a host!", Some(1)))
+            .await;
+        if defaulted.is_ok() && refused.is_err() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the webhooks were never called: {defaulted:?} / {refused:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_refuses_a_bad_database_and_defaults_a_good_one_through_the_api_server() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}",
+        confined(&env, &["database-config"], ""),
+        admission_section(port)
+    );
+    let mut host = Host::start(&env, &["database-config"], &config).await;
+    host.wait_log("the webhook server", |l| {
+        message(l) == "serving admission webhooks"
+    })
+    .await;
+    // The configurations the host manages: one webhook for the plugin in each, pointing at
+    // the host's URL, confined to the plugin's namespaces, with the plugin's policy.
+    let name = format!("wasmop-{}", env.namespace());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
+    let v = env
+        .wait_for(&validating, &name, "to be created", PATIENCE, |c| {
+            c.is_some()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let labels = v.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "wasmop");
+    let hooks = v.webhooks.unwrap();
+    assert_eq!(hooks.len(), 1);
+    let hook = &hooks[0];
+    assert_eq!(hook.name, "database-config.plugins.wasmop.dev");
+    assert_eq!(
+        hook.client_config.url.as_deref(),
+        Some(format!("https://127.0.0.1:{port}/validate/database-config").as_str())
+    );
+    assert!(hook.client_config.ca_bundle.is_some());
+    assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
+    assert_eq!(hook.side_effects, "None");
+    assert_eq!(hook.timeout_seconds, Some(5));
+    let rule = &hook.rules.as_ref().unwrap()[0];
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["databases".to_owned()][..])
+    );
+    let selector = hook.namespace_selector.as_ref().unwrap();
+    let confined_to = selector
+        .match_expressions
+        .iter()
+        .flatten()
+        .find(|e| e.operator == "In")
+        .expect("confined to the plugin's namespaces");
+    assert_eq!(
+        confined_to.values.as_deref(),
+        Some(&[env.namespace().to_owned()][..])
+    );
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client());
+    let m = mutating.get(&name).await.unwrap();
+    assert_eq!(
+        m.webhooks.unwrap()[0].failure_policy.as_deref(),
+        Some("Ignore")
+    );
+
+    wait_registered(&env).await;
+    let api = databases(&env);
+    // Refused with the plugin's own message, by the webhook named after the plugin.
+    let (code, reason, text) = refusal(
+        api.create(
+            &PostParams::default(),
+            &database("orders", "not a host!", Some(1)),
+        )
+        .await,
+    );
+    assert_eq!((code, reason.as_str()), (422, "Invalid"), "{text}");
+    assert!(
+        text.contains("database-config.plugins.wasmop.dev")
+            && text
+                .contains("Database orders is invalid: spec.host: Invalid value: \"not a host!\""),
+        "{text}"
+    );
+    assert!(api.get_opt("orders").await.unwrap().is_none());
+    // Defaulted by the mutating webhook: stored with replicas 1.
+    api.create(
+        &PostParams::default(),
+        &database("orders", "db.internal", None),
+    )
+    .await
+    .unwrap();
+    let stored = api.get("orders").await.unwrap();
+    assert_eq!(stored.data["spec"]["replicas"], 1);
+    // Counted: the reviews, and the webhook requests by path and status.
+    let denied = host
+        .metric("wasmop_admission_reviews_total{plugin=\"database-config\",review=\"validate\",operation=\"CREATE\",outcome=\"denied\"}")
+        .await;
+    assert!(denied >= 2.0, "{denied}");
+    let patched = host
+        .metric("wasmop_admission_reviews_total{plugin=\"database-config\",review=\"mutate\",operation=\"CREATE\",outcome=\"patched\"}")
+        .await;
+    assert!(patched >= 1.0, "{patched}");
+    let requests = host
+        .metric("controller_runtime_webhook_requests_total{webhook=\"/validate/database-config\",code=\"200\"}")
+        .await;
+    assert!(requests >= 3.0, "{requests}");
+
+    // The plugin leaves its source: its webhooks go, and with none left, the configurations.
+    tokio::fs::remove_file(host.plugin_dir().join("database-config.wasm"))
+        .await
+        .unwrap();
+    env.wait_for(&validating, &name, "to be deleted", PATIENCE, |c| {
+        c.is_none()
+    })
+    .await
+    .unwrap();
+    env.wait_for(&mutating, &name, "to be deleted", PATIENCE, |c| c.is_none())
+        .await
+        .unwrap();
+    host.stop().await;
+}
+
+fn probe(name: &str, what: &str, only: Option<&str>) -> ConfigMap {
+    let mut data = json!({"do": what});
+    if let Some(only) = only {
+        data["in"] = only.into();
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"probe.wasmop.dev/review": "true"}},
+        "data": data,
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_plugin_is_answered_by_its_failure_policy_and_its_neighbour_is_unaffected() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}",
+        confined(
+            &env,
+            &["admission-probe", "database-config"],
+            // The probe's reconciler declares ConfigMap creates (its `write` review tries one).
+            "    memory: 16Mi\n    grants: [{kind: ConfigMap, verbs: [create]}]\n"
+        ),
+        admission_section(port)
+    );
+    let host = Host::start(&env, &["admission", "database-config"], &config).await;
+    wait_registered(&env).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let pp = PostParams::default();
+    // The probe's validating webhook is registered too once an `admit` passes its mutation.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let dry = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let cm = cms
+            .create(&dry, &probe("ready", "admit", None))
+            .await
+            .unwrap();
+        let labels = cm.metadata.labels.unwrap_or_default();
+        if labels.contains_key("probe.wasmop.dev/mutated") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the probe's webhooks were never called; log:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Under `Fail` (the probe's validating webhook): refused, naming the plugin and the cause.
+    // Meanwhile the neighbour's reviews go on: a Database is defaulted and stored while the
+    // looping review runs to its deadline.
+    let looping = {
+        let cms = cms.clone();
+        tokio::spawn(async move {
+            cms.create(
+                &PostParams::default(),
+                &probe("spins", "loop", Some("validate")),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    databases(&env)
+        .create(&pp, &database("beside", "db.internal", None))
+        .await
+        .expect("the neighbour's reviews are unaffected");
+    // Not queued behind it: the looping review (4.5 s to its deadline) is still running.
+    assert!(
+        !looping.is_finished(),
+        "the neighbour's create returned only after the looping review ended"
+    );
+    let stored = databases(&env).get("beside").await.unwrap();
+    assert_eq!(stored.data["spec"]["replicas"], 1);
+    let spun = looping.await.unwrap();
+    let text = format!(
+        "{:?}",
+        spun.expect_err("a looping validator under Fail admits nothing")
+    );
+    assert!(
+        text.contains("plugin admission-probe could not review this request")
+            && text.contains("deadline"),
+        "{text}"
+    );
+    for (what, cause) in [("bomb", "out of memory"), ("panic", "trapped")] {
+        let refused = cms
+            .create(&pp, &probe(&format!("{what}-fail"), what, Some("validate")))
+            .await;
+        let text = format!("{:?}", refused.expect_err("refused under Fail"));
+        assert!(
+            text.contains("plugin admission-probe could not review this request")
+                && text.contains(cause),
+            "{what}: {text}"
+        );
+    }
+    // Under `Ignore` (its mutating webhook): admitted, unchanged.
+    for what in ["loop", "bomb", "panic"] {
+        let cm = cms
+            .create(&pp, &probe(&format!("{what}-ignore"), what, Some("mutate")))
+            .await
+            .unwrap_or_else(|e| panic!("{what} under Ignore is admitted: {e}"));
+        assert!(
+            !cm.metadata
+                .labels
+                .unwrap_or_default()
+                .contains_key("probe.wasmop.dev/mutated"),
+            "{what}"
+        );
+    }
+    let open = host
+        .metric("wasmop_admission_reviews_total{plugin=\"admission-probe\",review=\"mutate\",operation=\"CREATE\",outcome=\"failed-open\"}")
+        .await;
+    assert!(open >= 3.0, "{open}");
+    let closed = host
+        .metric("wasmop_admission_reviews_total{plugin=\"admission-probe\",review=\"validate\",operation=\"CREATE\",outcome=\"failed-closed\"}")
+        .await;
+    assert!(closed >= 3.0, "{closed}");
+    host.stop().await;
+}
