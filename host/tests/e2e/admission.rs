@@ -326,3 +326,238 @@ async fn a_failing_plugin_is_answered_by_its_failure_policy_and_its_neighbour_is
     assert!(closed >= 3.0, "{closed}");
     host.stop().await;
 }
+
+/// Creates reviewed ConfigMaps one after another until `stop` is set, and returns, in order,
+/// the version label each was stored with and the creates that failed.
+fn review_stream(
+    cms: Api<ConfigMap>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<(Vec<String>, Vec<String>)> {
+    tokio::spawn(async move {
+        let (mut versions, mut failures) = (Vec::new(), Vec::new());
+        let mut n = 0;
+        while !*stop.borrow() {
+            n += 1;
+            match cms
+                .create(
+                    &PostParams::default(),
+                    &probe(&format!("s-{n}"), "admit", None),
+                )
+                .await
+            {
+                Ok(cm) => versions.push(
+                    cm.metadata
+                        .labels
+                        .unwrap_or_default()
+                        .get("probe.wasmop.dev/mutated")
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+                Err(error) => failures.push(format!("s-{n}: {error}")),
+            }
+        }
+        (versions, failures)
+    })
+}
+
+/// Waits until the probe's mutating webhook answers (a dry-run create comes back labelled).
+async fn wait_probe(cms: &Api<ConfigMap>, host: &Host) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    loop {
+        let cm = cms
+            .create(&dry, &probe("ready", "admit", None))
+            .await
+            .unwrap();
+        if cm
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("probe.wasmop.dev/mutated")
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the probe's webhooks were never called; log:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_version_of_a_webhook_takes_over_without_a_restart_or_a_failed_review() {
+    let env = TestEnv::start().await.unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}",
+        confined(
+            &env,
+            &["admission-probe"],
+            "    grants: [{kind: ConfigMap, verbs: [create]}]\n"
+        ),
+        admission_section(port)
+    );
+    let mut host = Host::start(&env, &["admission"], &config).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    wait_probe(&cms, &host).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stream = review_stream(cms.clone(), stopped);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // As `kubectl cp` would: write aside, then rename over the running version.
+    let dir = host.plugin_dir().to_owned();
+    let v2 = std::fs::read(wasmop_test_guests::component("admission-v2")).unwrap();
+    tokio::fs::write(dir.join(".admission.wasm.tmp"), v2)
+        .await
+        .unwrap();
+    tokio::fs::rename(dir.join(".admission.wasm.tmp"), dir.join("admission.wasm"))
+        .await
+        .unwrap();
+    host.wait_log("the new version to be swapped in", |l| {
+        message(l) == "plugin version swapped"
+    })
+    .await;
+    // Until the new version has answered a good number of reviews.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let answered = host
+            .metric("wasmop_admission_reviews_total{plugin=\"admission-probe\",review=\"mutate\",operation=\"CREATE\",outcome=\"patched\"}")
+            .await;
+        let v2 = cms
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|c| {
+                c.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("probe.wasmop.dev/mutated"))
+                    == Some(&"0.2.0".to_owned())
+            })
+            .count();
+        if v2 >= 20 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "version 0.2.0 answered {v2} reviews of {answered}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    stop.send(true).unwrap();
+    let (versions, failures) = stream.await.unwrap();
+    assert!(
+        failures.is_empty(),
+        "reviews failed across the reload: {failures:?}"
+    );
+    // Every create was reviewed, by version 1 until the swap and by version 2 after it.
+    let first_v2 = versions
+        .iter()
+        .position(|v| v == "0.2.0")
+        .expect("v2 answered");
+    assert!(
+        first_v2 > 0,
+        "version 1 answered before the swap: {versions:?}"
+    );
+    assert!(
+        versions[..first_v2].iter().all(|v| v == "0.1.0")
+            && versions[first_v2..].iter().all(|v| v == "0.2.0"),
+        "{versions:?}"
+    );
+    // One process throughout: it never exited, and it did not start again.
+    let starts = host
+        .lines()
+        .iter()
+        .filter(|l| message(l) == "wasmop run starting")
+        .count();
+    assert_eq!(starts, 1);
+    host.stop().await;
+}
+
+/// The certificate the webhook server presents to a new TLS connection, checked against the
+/// CA in `ca_pem` for the name 127.0.0.1.
+async fn served_certificate(port: u16, ca_pem: &[u8]) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .expect("the CA verifies the served certificate");
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn certificate_rotation_under_a_steady_stream_of_reviews_loses_none() {
+    let env = TestEnv::start().await.unwrap();
+    let port = free_port();
+    // Serving certificates valid for 12 s are renewed every 8 s.
+    let config = format!(
+        "{}{}  certificate: {{validity: 12s}}\n",
+        confined(
+            &env,
+            &["admission-probe"],
+            "    grants: [{kind: ConfigMap, verbs: [create]}]\n"
+        ),
+        admission_section(port)
+    );
+    let mut host = Host::start(&env, &["admission"], &config).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    wait_probe(&cms, &host).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client(), env.namespace());
+    let ca = secrets
+        .get("wasmop-webhook-ca")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["ca.crt"]
+        .0
+        .clone();
+    let before = served_certificate(port, &ca).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stream = review_stream(cms.clone(), stopped);
+    // Two renewals while the reviews go on.
+    host.wait_lines("two certificate renewals", |lines| {
+        (lines
+            .iter()
+            .filter(|l| message(l) == "renewed the webhook serving certificate")
+            .count()
+            >= 2)
+            .then_some(())
+    })
+    .await;
+    let after = served_certificate(port, &ca).await;
+    stop.send(true).unwrap();
+    let (versions, failures) = stream.await.unwrap();
+    assert!(
+        failures.is_empty(),
+        "reviews failed across the rotation: {failures:?}"
+    );
+    assert!(versions.len() > 20, "only {} reviews ran", versions.len());
+    assert!(
+        versions.iter().all(|v| v == "0.1.0"),
+        "every create was reviewed"
+    );
+    assert_ne!(before, after, "new connections get the renewed certificate");
+    host.stop().await;
+}

@@ -117,7 +117,7 @@ async fn a_plugin_declares_its_webhooks_and_reviews_beside_reconciling() {
     assert_eq!(
         serde_json::to_value(&patch).expect("json"),
         json!([{"op": "add", "path": "/metadata/labels/probe.wasmop.dev~1mutated",
-                "value": "true"}])
+                "value": "0.1.0"}])
     );
     // A plugin without admission has nothing to review with.
     let plain = crate::support::load(&rt, "well-behaved").await;
