@@ -30,6 +30,7 @@ use std::sync::Arc;
 use wasmop_core::cluster::Cluster;
 use wasmop_core::plugin::{Digest, PluginName};
 use wasmop_runtime::Plugin;
+use wasmop_runtime::admission::{FailurePolicy, Registration};
 
 /// One plugin that serves admission reviews.
 #[derive(Clone)]
@@ -41,12 +42,24 @@ pub(crate) struct Webhook {
     /// The namespaces it is confined to (`None`: every namespace); its registrations only
     /// select these.
     pub(crate) namespaces: Option<BTreeSet<String>>,
+    /// The operator's failure policy for all its webhooks, replacing the plugin's own
+    /// (`plugins.<name>.admission.failurePolicy`).
+    pub(crate) failure_policy: Option<FailurePolicy>,
 }
 
 impl Webhook {
-    /// What tells one published version from another: a new digest or new confinement.
-    fn identity(&self) -> (Digest, Option<&BTreeSet<String>>) {
-        (self.plugin.digest(), self.namespaces.as_ref())
+    /// What tells one published version from another: a new digest or new settings.
+    fn identity(&self) -> (Digest, Option<&BTreeSet<String>>, Option<FailurePolicy>) {
+        (
+            self.plugin.digest(),
+            self.namespaces.as_ref(),
+            self.failure_policy,
+        )
+    }
+
+    /// The failure policy of its `registration`: the operator's, else the plugin's.
+    pub(crate) fn failure_policy(&self, registration: &Registration) -> FailurePolicy {
+        self.failure_policy.unwrap_or(registration.failure_policy)
     }
 }
 

@@ -231,7 +231,12 @@ impl Registry {
                 }
                 continue;
             }
-            let namespaces = self.config.plugin(name).namespaces.clone();
+            let settings = self.config.plugin(name);
+            if !settings.admission.enabled {
+                continue;
+            }
+            let namespaces = settings.namespaces.clone();
+            let failure_policy = settings.admission.failure_policy;
             let cluster = self
                 .shared
                 .plugin_cluster(name.as_str(), namespaces.clone());
@@ -241,6 +246,7 @@ impl Registry {
                     plugin,
                     cluster,
                     namespaces,
+                    failure_policy,
                 },
             );
         }

@@ -92,7 +92,7 @@ pub enum FailurePolicy {
 
 /// One webhook: which operations on the plugin's [`Admission::Object`] kind it reviews, and
 /// how. Defaults: failure policy [`FailurePolicy::Fail`], a timeout of 10 s, every namespace
-/// (but `kube-system` and the host's own, which the host always leaves out) and every object.
+/// (but those the host leaves out: by default `kube-system` and its own) and every object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct Webhook {

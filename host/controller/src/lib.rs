@@ -29,4 +29,4 @@ pub mod source;
 pub mod status;
 pub mod watches;
 
-pub use settings::PluginSettings;
+pub use settings::{AdmissionSettings, PluginSettings};

@@ -32,4 +32,26 @@ pub struct PluginSettings {
     pub min_requeue_after: Duration,
     /// The per-object rate limit of reconciles; `None`: none.
     pub object_rate: Option<crate::controller::throttle::ObjectRate>,
+    /// What the operator allows the plugin's admission webhooks.
+    pub admission: AdmissionSettings,
+}
+
+/// What the operator allows a plugin's admission webhooks (`plugins.<name>.admission`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionSettings {
+    /// Whether the host serves and registers them (default: yes, when the host serves
+    /// admission at all).
+    pub enabled: bool,
+    /// A failure policy that replaces the one the plugin declares, for all its webhooks:
+    /// `Ignore` keeps a plugin that cannot answer from refusing anything.
+    pub failure_policy: Option<wasmop_runtime::admission::FailurePolicy>,
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            failure_policy: None,
+        }
+    }
 }

@@ -23,7 +23,7 @@ use std::fmt;
 
 use crate::plugin::{Permission, PluginInfo, Verb};
 
-pub use self::refused::{PluginRefused, check_grants};
+pub use self::refused::{PluginRefused, check_grants, check_reviews};
 
 /// The operator's policy for one plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]

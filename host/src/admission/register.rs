@@ -245,7 +245,7 @@ impl Registrar {
                 namespace_selector: self
                     .namespace_selector(registration, webhook.namespaces.as_ref()),
                 object_selector: registration.object_selector.as_deref().map(selector),
-                failure_policy: registration.failure_policy.as_api().to_owned(),
+                failure_policy: webhook.failure_policy(registration).as_api().to_owned(),
                 timeout_seconds: i32::try_from(registration.timeout.as_secs()).unwrap_or(30),
             });
         }

@@ -20,7 +20,9 @@ use super::{Catalog, Webhook};
 use wasmop_controller::metrics::Metrics;
 use wasmop_core::plugin::PluginName;
 use wasmop_core::plugin::text::cut;
-use wasmop_runtime::admission::{FailurePolicy, Review, ReviewCall, ReviewKind, Verdict};
+use wasmop_runtime::admission::{
+    FailurePolicy, Operation, Review, ReviewCall, ReviewKind, Verdict,
+};
 
 /// How long a client has to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -223,23 +225,8 @@ impl Server {
         else {
             return response;
         };
-        let review = match Review::from_request(request) {
-            Ok(review) => review,
-            Err(error) => {
-                return failed(
-                    response,
-                    &name,
-                    registration.failure_policy,
-                    &error.to_string(),
-                );
-            }
-        };
-        let operation = review.operation;
-        if !registration.covers(&review.kind, review.sub_resource.as_deref(), operation) {
-            // An old configuration sends what this version no longer reviews.
-            return response;
-        }
-        let budget = review_budget(registration.timeout).saturating_sub(started.elapsed());
+        let policy = webhook.failure_policy(&registration);
+        let operation = Operation::from(request.operation.clone());
         let count = |outcome: &str| {
             self.metrics.admission_review(
                 name.as_str(),
@@ -248,12 +235,25 @@ impl Server {
                 outcome,
             );
         };
+        let review = match Review::from_request(request) {
+            Ok(review) => review,
+            Err(error) => {
+                let (answer, label) = failure(response, &name, policy, &error.to_string());
+                count(label);
+                return answer;
+            }
+        };
+        if !registration.covers(&review.kind, review.sub_resource.as_deref(), operation) {
+            // An old configuration sends what this version no longer reviews.
+            return response;
+        }
+        let budget = review_budget(registration.timeout).saturating_sub(started.elapsed());
         let Ok(Ok(_permit)) = tokio::time::timeout(budget, self.permits.acquire()).await else {
             let cause = format!(
                 "the host is already running {} reviews and none ended in time",
                 self.concurrency
             );
-            let (answer, label) = failure(response, &name, registration.failure_policy, &cause);
+            let (answer, label) = failure(response, &name, policy, &cause);
             count(label);
             return answer;
         };
@@ -270,8 +270,7 @@ impl Server {
                 match answer(response.clone(), verdict) {
                     Ok(answer) => answer,
                     Err(cause) => {
-                        let (answer, label) =
-                            failure(response, &name, registration.failure_policy, &cause);
+                        let (answer, label) = failure(response, &name, policy, &cause);
                         count(label);
                         answer
                     }
@@ -279,8 +278,8 @@ impl Server {
             }
             Err(outcome) => {
                 let cause = outcome.to_string();
-                tracing::warn!(plugin = %name, review = kind.as_str(), operation = %operation, outcome = outcome.label(), cause = %cut(&cause, MAX_CAUSE_BYTES), policy = registration.failure_policy.as_api(), "a plugin could not answer an admission review");
-                let (answer, label) = failure(response, &name, registration.failure_policy, &cause);
+                tracing::warn!(plugin = %name, review = kind.as_str(), operation = %operation, outcome = outcome.label(), cause = %cut(&cause, MAX_CAUSE_BYTES), policy = policy.as_api(), "a plugin could not answer an admission review");
+                let (answer, label) = failure(response, &name, policy, &cause);
                 count(label);
                 answer
             }
@@ -374,6 +373,7 @@ fn failure(
     (failed(response, plugin, policy, cause), label)
 }
 
+/// The answer by `policy` (see [`failure`]), uncounted.
 fn failed(
     mut response: AdmissionResponse,
     plugin: &PluginName,

@@ -288,6 +288,35 @@ mod tests {
     }
 
     #[test]
+    fn a_plugin_entry_can_turn_its_webhooks_off_or_replace_their_failure_policy() {
+        use wasmop_runtime::admission::FailurePolicy;
+        let raw = Config::parse_raw(
+            "defaults: {admission: {failurePolicy: Ignore}}\n\
+             plugins:\n  strict: {admission: {failurePolicy: Fail}}\n  \
+             off: {admission: {enabled: false}}\n",
+            std::path::Path::new("wasmop.yaml"),
+        )
+        .expect("parses");
+        let c = Config::from_raw(raw, None).expect("valid");
+        let get = |n: &str| {
+            c.plugin(&PluginName::new(n).expect("name"))
+                .admission
+                .clone()
+        };
+        assert_eq!(get("strict").failure_policy, Some(FailurePolicy::Fail));
+        assert!(get("strict").enabled);
+        assert_eq!(get("other").failure_policy, Some(FailurePolicy::Ignore));
+        assert!(!get("off").enabled);
+        assert_eq!(get("off").failure_policy, Some(FailurePolicy::Ignore));
+        let err = parse("plugins:\n  db: {admission: {failurePolicy: Maybe}}\n").expect_err("bad");
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert!(
+            text.contains("`plugins.db.admission.failurePolicy`"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn bad_admission_settings_name_their_field() {
         for (yaml, field) in [
             ("admission: {}\n", "admission"),

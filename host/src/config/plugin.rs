@@ -13,9 +13,10 @@ use super::{
     ConfigError, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PLUGIN_CONCURRENCY, MAX_PLUGIN_MEMORY,
     fairness, value_error,
 };
-use wasmop_controller::PluginSettings;
+use wasmop_controller::{AdmissionSettings, PluginSettings};
 use wasmop_core::plugin::{Permission, PluginName};
 use wasmop_runtime::Limits;
+use wasmop_runtime::admission::FailurePolicy;
 
 /// The settings of a plugin without an entry (`defaults`), and of each plugin with one.
 pub(super) type AllSettings = (PluginSettings, BTreeMap<PluginName, PluginSettings>);
@@ -70,6 +71,39 @@ pub(super) fn settings(
         rollback: raw.rollback.or(defaults.rollback).unwrap_or(true),
         min_requeue_after,
         object_rate,
+        admission: admission(at, raw, defaults)?,
+    })
+}
+
+/// `admission`: whether the plugin's webhooks are served, and a failure policy replacing
+/// its own.
+fn admission(
+    at: &str,
+    raw: &RawPluginSettings,
+    defaults: &RawPluginSettings,
+) -> Result<AdmissionSettings, ConfigError> {
+    let (own, default) = (raw.admission.as_ref(), defaults.admission.as_ref());
+    let enabled = own
+        .and_then(|a| a.enabled)
+        .or(default.and_then(|a| a.enabled))
+        .unwrap_or(true);
+    let failure_policy = match own
+        .and_then(|a| a.failure_policy.as_deref())
+        .or(default.and_then(|a| a.failure_policy.as_deref()))
+    {
+        None => None,
+        Some("Fail") => Some(FailurePolicy::Fail),
+        Some("Ignore") => Some(FailurePolicy::Ignore),
+        Some(other) => {
+            return Err(value_error(
+                format!("{at}.admission.failurePolicy"),
+                format!("`{other}` is neither `Fail` nor `Ignore`"),
+            ));
+        }
+    };
+    Ok(AdmissionSettings {
+        enabled,
+        failure_policy,
     })
 }
 

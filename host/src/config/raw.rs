@@ -86,6 +86,9 @@
 //!     fuel: 100000000
 //!     concurrency: 2
 //!     config: {prefix: db-}           # the plugin's own settings (`config.get`)
+//!     admission:                      # its admission webhooks (with `admission` above)
+//!       enabled: true                 # false: serve and register none of them
+//!       failurePolicy: Ignore         # replaces the plugin's own (Fail or Ignore)
 //! ```
 
 use std::collections::BTreeMap;
@@ -254,6 +257,18 @@ pub(crate) struct RawPluginSettings {
     pub(crate) min_requeue_after: Option<String>,
     /// The per-object rate limit of reconciles.
     pub(crate) object_rate_limit: Option<RawObjectRate>,
+    /// What the plugin's admission webhooks may do.
+    pub(crate) admission: Option<RawPluginAdmission>,
+}
+
+/// A plugin's admission webhooks, as the operator bounds them.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct RawPluginAdmission {
+    /// Whether they are served and registered.
+    pub(crate) enabled: Option<bool>,
+    /// `Fail` or `Ignore`, replacing what the plugin declares.
+    pub(crate) failure_policy: Option<String>,
 }
 
 /// A token bucket per object: `burst` reconciles at once, then one per `interval`.

@@ -5,8 +5,8 @@
 use super::{Origin, Registry, Rejection, Slot};
 use wasmop_controller::PluginSettings;
 use wasmop_core::plugin::{Digest, PluginName};
-use wasmop_core::policy::check_grants;
 use wasmop_core::policy::{ExtraPermissions, Policy};
+use wasmop_core::policy::{check_grants, check_reviews};
 use wasmop_runtime::{LoadError, LoadOptions, Plugin};
 
 impl Registry {
@@ -115,6 +115,25 @@ impl Registry {
             };
             Box::new((Some(name.clone()), rejection))
         })?;
+        // Webhooks the host will serve may only review kinds the plugin may read.
+        if let Some(admission) = plugin.admission()
+            && self.config.admission.is_some()
+            && settings.admission.enabled
+        {
+            let kinds = [&admission.validating, &admission.mutating]
+                .into_iter()
+                .flatten()
+                .flat_map(|r| &r.rules)
+                .map(|r| (r.kind.group.as_str(), r.kind.kind.as_str()));
+            check_reviews(&name, kinds, plugin.grants(), &settings.grants).map_err(|error| {
+                let rejection = Rejection::Refused {
+                    key: key(),
+                    location: source(),
+                    error,
+                };
+                Box::new((Some(name.clone()), rejection))
+            })?;
+        }
         Ok((plugin, settings))
     }
 }

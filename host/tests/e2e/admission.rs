@@ -561,3 +561,62 @@ async fn certificate_rotation_under_a_steady_stream_of_reviews_loses_none() {
     assert_ne!(before, after, "new connections get the renewed certificate");
     host.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_may_review_only_what_it_may_read() {
+    let env = TestEnv::start().await.unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}",
+        confined(&env, &["review-secrets"], ""),
+        admission_section(port)
+    );
+    let mut host = Host::start(&env, &["review-secrets"], &config).await;
+    let refused = host
+        .wait_log("the plugin to be refused", |l| {
+            message(l) == "plugin version rejected"
+        })
+        .await;
+    let error = refused["fields"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("plugin `review-secrets` asks to review core/Secret, which it may not read")
+            && error.contains("plugins.review-secrets.grants"),
+        "{error}"
+    );
+    // Nothing was registered for it.
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
+    assert!(
+        validating
+            .get_opt(&format!("wasmop-{}", env.namespace()))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    host.stop().await;
+
+    // Granted `get` on Secrets, it loads and its webhook is registered.
+    let config = format!(
+        "{}{}",
+        confined(
+            &env,
+            &["review-secrets"],
+            "    grants: [{kind: Secret, verbs: [get]}]\n"
+        ),
+        admission_section(free_port())
+    );
+    let host = Host::start(&env, &["review-secrets"], &config).await;
+    let v = env
+        .wait_for(
+            &validating,
+            &format!("wasmop-{}", env.namespace()),
+            "to be created",
+            PATIENCE,
+            |c| c.is_some(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", host.log_text()))
+        .unwrap();
+    let rule = &v.webhooks.unwrap()[0].rules.clone().unwrap()[0];
+    assert_eq!(rule.resources.as_deref(), Some(&["secrets".to_owned()][..]));
+    host.stop().await;
+}

@@ -45,6 +45,54 @@ pub enum PluginRefused {
         /// ` in namespace x` or empty.
         where_: String,
     },
+    /// The plugin asks to review a kind it may not read everywhere it runs.
+    #[error(
+        "plugin `{plugin}` asks to review {kind}, which it may not read (a review shows it the \
+         whole object); grant `{{group: \"{group}\", kind: {kind_name}, verbs: [get]}}` under \
+         `plugins.{plugin}.grants`, or leave its webhooks off with \
+         `plugins.{plugin}.admission.enabled: false`"
+    )]
+    ReviewNotGranted {
+        /// The plugin.
+        plugin: PluginName,
+        /// `group/Kind`.
+        kind: String,
+        /// The group.
+        group: String,
+        /// The kind.
+        kind_name: String,
+    },
+}
+
+/// Checks that a plugin may read every kind it asks to review: a review hands it the whole
+/// object (a Secret's data, say), so reviewing a kind is reading it, everywhere it runs.
+/// `kinds` are `(group, kind)` pairs; a kind is readable when the plugin's `grants` let it
+/// `get` it (its own kinds, its granted permissions; on a sensitive kind only what was
+/// granted explicitly) or when the operator's `granted` list gives `get` on it in every
+/// namespace (the registration itself declares the read, as an owned kind declares writes).
+pub fn check_reviews<'a>(
+    plugin: &PluginName,
+    kinds: impl IntoIterator<Item = (&'a str, &'a str)>,
+    grants: &Grants,
+    granted: &[Permission],
+) -> Result<(), PluginRefused> {
+    for (group, kind) in kinds {
+        let explicit = granted.iter().any(|g| {
+            g.group == group
+                && g.kind == kind
+                && g.namespaces.is_empty()
+                && g.verbs.contains(&Verb::Get)
+        });
+        if !explicit && grants.check(Verb::Get, group, kind, None).is_err() {
+            return Err(PluginRefused::ReviewNotGranted {
+                plugin: plugin.clone(),
+                kind: kind_label(group, kind),
+                group: group.to_owned(),
+                kind_name: kind.to_owned(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks the permissions a plugin asks for (beyond its kinds) against the operator's grants:
@@ -282,5 +330,49 @@ mod tests {
         assert!(err.to_string().contains("in namespace `b`"), "{err}");
         check_grants(&info(vec![perm(&[Verb::Get], &[])]), &granted, &builtin())
             .expect_err("everywhere");
+    }
+
+    #[test]
+    fn reviewing_a_kind_needs_reading_it() {
+        use crate::plugin::PluginInfo;
+        use crate::policy::{Grants, Policy};
+        let info = PluginInfo {
+            name: PluginName::new("db").expect("name"),
+            version: "1".into(),
+            primary: crate::cluster::GroupVersionKind::gvk("example.com", "v1", "Database"),
+            primary_selector: None,
+            owns: vec![],
+            watches: vec![],
+            finalizer: None,
+            reconcile_on_metadata_change: false,
+            permissions: vec![],
+        };
+        let grants = Grants::new(&info, &Policy::default()).expect("grants");
+        check_reviews(&info.name, [("example.com", "Database")], &grants, &[])
+            .expect("its own kind");
+        let err =
+            check_reviews(&info.name, [("", "Secret")], &grants, &[]).expect_err("not granted");
+        let text = err.to_string();
+        assert!(
+            text.contains("asks to review core/Secret")
+                && text.contains("verbs: [get]")
+                && text.contains("plugins.db.grants"),
+            "{text}"
+        );
+        let get = |namespaces: Vec<String>| Permission {
+            group: String::new(),
+            kind: "Secret".into(),
+            verbs: [Verb::Get].into(),
+            namespaces,
+        };
+        check_reviews(&info.name, [("", "Secret")], &grants, &[get(vec![])])
+            .expect("granted get everywhere");
+        check_reviews(
+            &info.name,
+            [("", "Secret")],
+            &grants,
+            &[get(vec!["a".into()])],
+        )
+        .expect_err("a grant in one namespace does not cover a webhook's every namespace");
     }
 }
