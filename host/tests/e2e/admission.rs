@@ -620,3 +620,108 @@ async fn a_plugin_may_review_only_what_it_may_read() {
     assert_eq!(rule.resources.as_deref(), Some(&["secrets".to_owned()][..]));
     host.stop().await;
 }
+
+/// Sends one HTTP/1.1 request over TLS to the webhook server and returns the status code
+/// and body.
+async fn raw_request(port: u16, ca_pem: &[u8], head: &str, body: &[u8]) -> (u16, String) {
+    use rustls::pki_types::pem::PemObject;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let request = format!(
+        "{head}\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(request.as_bytes()).await.unwrap();
+    // The server may answer (413) before it has read the whole body, and close.
+    let _ = tls.write_all(body).await;
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {answer:?}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_webhook_server_refuses_what_is_not_a_review_it_serves() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}  maxRequestBytes: 64Ki\n",
+        confined(&env, &["database-config"], ""),
+        admission_section(port)
+    );
+    let mut host = Host::start(&env, &["database-config"], &config).await;
+    host.wait_log("the webhook server", |l| {
+        message(l) == "serving admission webhooks"
+    })
+    .await;
+    host.wait_log("the plugin to run", |l| {
+        message(l) == "plugin loaded" && l["fields"]["key"].is_string()
+    })
+    .await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client(), env.namespace());
+    let ca = secrets
+        .get("wasmop-webhook-ca")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["ca.crt"]
+        .0
+        .clone();
+    let post = "POST /validate/database-config HTTP/1.1";
+    let (code, body) = raw_request(port, &ca, post, b"{not json").await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("malformed AdmissionReview"), "{body}");
+    let (code, body) = raw_request(
+        port,
+        &ca,
+        post,
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("it has no request"), "{body}");
+    let (code, body) = raw_request(port, &ca, post, &vec![b' '; 100 << 10]).await;
+    assert_eq!(code, 413, "{body}");
+    assert!(body.contains("admission.maxRequestBytes"), "{body}");
+    let (code, _) = raw_request(port, &ca, "POST /validate/nobody HTTP/1.1", b"{}").await;
+    assert_eq!(code, 404);
+    let (code, _) = raw_request(port, &ca, "POST /metrics HTTP/1.1", b"{}").await;
+    assert_eq!(code, 404);
+    let (code, _) = raw_request(port, &ca, "GET /validate/database-config HTTP/1.1", b"").await;
+    assert_eq!(code, 405);
+    let counted = host
+        .metric("controller_runtime_webhook_requests_total{webhook=\"/validate/database-config\",code=\"400\"}")
+        .await;
+    assert_eq!(counted, 2.0);
+    let other = host
+        .metric("controller_runtime_webhook_requests_total{webhook=\"other\",code=\"404\"}")
+        .await;
+    assert_eq!(other, 2.0);
+    host.stop().await;
+}
