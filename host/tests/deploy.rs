@@ -77,6 +77,7 @@ async fn kustomizations_pass_a_server_side_dry_run() {
             "deployment.apps/wasmop",
             "serviceaccount/wasmop",
             "service/wasmop-metrics",
+            "service/wasmop-webhook",
         ] {
             assert!(out.contains(object), "{dir} does not hold {object}:\n{out}");
         }
