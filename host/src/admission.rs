@@ -30,7 +30,7 @@ use std::sync::Arc;
 use wasmop_core::cluster::Cluster;
 use wasmop_core::plugin::{Digest, PluginName};
 use wasmop_runtime::Plugin;
-use wasmop_runtime::admission::{FailurePolicy, Registration};
+use wasmop_runtime::admission::{FailurePolicy, Registration, ReviewKind};
 
 /// One plugin that serves admission reviews.
 #[derive(Clone)]
@@ -45,16 +45,48 @@ pub(crate) struct Webhook {
     /// The operator's failure policy for all its webhooks, replacing the plugin's own
     /// (`plugins.<name>.admission.failurePolicy`).
     pub(crate) failure_policy: Option<FailurePolicy>,
+    /// Which of its webhooks are served (`plugins.<name>.admission.validating`/`mutating`).
+    pub(crate) serves: ServedKinds,
+}
+
+/// Which of a plugin's webhooks the operator lets the host serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ServedKinds {
+    /// Its validating webhook.
+    pub(crate) validating: bool,
+    /// Its mutating webhook.
+    pub(crate) mutating: bool,
 }
 
 impl Webhook {
     /// What tells one published version from another: a new digest or new settings.
-    fn identity(&self) -> (Digest, Option<&BTreeSet<String>>, Option<FailurePolicy>) {
+    fn identity(
+        &self,
+    ) -> (
+        Digest,
+        Option<&BTreeSet<String>>,
+        Option<FailurePolicy>,
+        ServedKinds,
+    ) {
         (
             self.plugin.digest(),
             self.namespaces.as_ref(),
             self.failure_policy,
+            self.serves,
         )
+    }
+
+    /// The registration of `kind` that is served: the plugin's, unless the operator left it
+    /// out.
+    pub(crate) fn registration(&self, kind: ReviewKind) -> Option<&Registration> {
+        let served = match kind {
+            ReviewKind::Validate => self.serves.validating,
+            ReviewKind::Mutate => self.serves.mutating,
+        };
+        self.plugin
+            .admission()
+            .and_then(|a| a.registration(kind))
+            .filter(|_| served)
     }
 
     /// The failure policy of its `registration`: the operator's, else the plugin's.

@@ -69,7 +69,7 @@ pub(crate) use self::report::{Rejection, ReloadResult};
 use self::install::same_watches;
 use self::lifecycle::Running;
 use self::loads::Loads;
-use crate::admission::{Catalog, Webhook};
+use crate::admission::{Catalog, ServedKinds, Webhook};
 use crate::config::Config;
 use wasmop_controller::controller::Shared;
 use wasmop_controller::controller::streak::Failing;
@@ -247,6 +247,10 @@ impl Registry {
                     cluster,
                     namespaces,
                     failure_policy,
+                    serves: ServedKinds {
+                        validating: settings.admission.validating,
+                        mutating: settings.admission.mutating,
+                    },
                 },
             );
         }

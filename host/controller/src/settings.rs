@@ -42,15 +42,33 @@ pub struct AdmissionSettings {
     /// Whether the host serves and registers them (default: yes, when the host serves
     /// admission at all).
     pub enabled: bool,
+    /// Whether its validating webhook is served (default: yes).
+    pub validating: bool,
+    /// Whether its mutating webhook is served (default: yes).
+    pub mutating: bool,
     /// A failure policy that replaces the one the plugin declares, for all its webhooks:
     /// `Ignore` keeps a plugin that cannot answer from refusing anything.
     pub failure_policy: Option<wasmop_runtime::admission::FailurePolicy>,
+}
+
+impl AdmissionSettings {
+    /// Whether the webhook of `kind` is served.
+    pub fn serves(&self, kind: wasmop_runtime::admission::ReviewKind) -> bool {
+        use wasmop_runtime::admission::ReviewKind;
+        self.enabled
+            && match kind {
+                ReviewKind::Validate => self.validating,
+                ReviewKind::Mutate => self.mutating,
+            }
+    }
 }
 
 impl Default for AdmissionSettings {
     fn default() -> Self {
         Self {
             enabled: true,
+            validating: true,
+            mutating: true,
             failure_policy: None,
         }
     }

@@ -197,11 +197,7 @@ impl Registrar {
         let mut complete = true;
         let mut entries = Vec::new();
         for (name, webhook) in catalog.iter() {
-            let Some(registration) = webhook
-                .plugin
-                .admission()
-                .and_then(|a| a.registration(kind))
-            else {
+            let Some(registration) = webhook.registration(kind) else {
                 continue;
             };
             let mut rules = Vec::new();

@@ -218,11 +218,7 @@ impl Server {
     ) -> AdmissionResponse {
         let plugin = webhook.plugin.clone();
         let name = plugin.info().name.clone();
-        let Some(registration) = plugin
-            .admission()
-            .and_then(|a| a.registration(kind))
-            .cloned()
-        else {
+        let Some(registration) = webhook.registration(kind).cloned() else {
             return response;
         };
         let policy = webhook.failure_policy(&registration);

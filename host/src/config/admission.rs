@@ -293,7 +293,8 @@ mod tests {
         let raw = Config::parse_raw(
             "defaults: {admission: {failurePolicy: Ignore}}\n\
              plugins:\n  strict: {admission: {failurePolicy: Fail}}\n  \
-             off: {admission: {enabled: false}}\n",
+             off: {admission: {enabled: false}}\n  \
+             validating-only: {admission: {mutating: false}}\n",
             std::path::Path::new("wasmop.yaml"),
         )
         .expect("parses");
@@ -308,6 +309,8 @@ mod tests {
         assert_eq!(get("other").failure_policy, Some(FailurePolicy::Ignore));
         assert!(!get("off").enabled);
         assert_eq!(get("off").failure_policy, Some(FailurePolicy::Ignore));
+        let only = get("validating-only");
+        assert!(only.validating && !only.mutating && only.enabled);
         let err = parse("plugins:\n  db: {admission: {failurePolicy: Maybe}}\n").expect_err("bad");
         let text = format!("{:#}", anyhow::Error::from(err));
         assert!(

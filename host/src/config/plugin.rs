@@ -83,10 +83,12 @@ fn admission(
     defaults: &RawPluginSettings,
 ) -> Result<AdmissionSettings, ConfigError> {
     let (own, default) = (raw.admission.as_ref(), defaults.admission.as_ref());
-    let enabled = own
-        .and_then(|a| a.enabled)
-        .or(default.and_then(|a| a.enabled))
-        .unwrap_or(true);
+    let flag = |get: fn(&super::raw::RawPluginAdmission) -> Option<bool>| {
+        own.and_then(get).or(default.and_then(get)).unwrap_or(true)
+    };
+    let enabled = flag(|a| a.enabled);
+    let validating = flag(|a| a.validating);
+    let mutating = flag(|a| a.mutating);
     let failure_policy = match own
         .and_then(|a| a.failure_policy.as_deref())
         .or(default.and_then(|a| a.failure_policy.as_deref()))
@@ -103,6 +105,8 @@ fn admission(
     };
     Ok(AdmissionSettings {
         enabled,
+        validating,
+        mutating,
         failure_policy,
     })
 }

@@ -88,6 +88,8 @@
 //!     config: {prefix: db-}           # the plugin's own settings (`config.get`)
 //!     admission:                      # its admission webhooks (with `admission` above)
 //!       enabled: true                 # false: serve and register none of them
+//!       validating: true              # false: not its validating webhook
+//!       mutating: true                # false: not its mutating webhook
 //!       failurePolicy: Ignore         # replaces the plugin's own (Fail or Ignore)
 //! ```
 
@@ -267,6 +269,10 @@ pub(crate) struct RawPluginSettings {
 pub(crate) struct RawPluginAdmission {
     /// Whether they are served and registered.
     pub(crate) enabled: Option<bool>,
+    /// Whether its validating webhook is.
+    pub(crate) validating: Option<bool>,
+    /// Whether its mutating webhook is.
+    pub(crate) mutating: Option<bool>,
     /// `Fail` or `Ignore`, replacing what the plugin declares.
     pub(crate) failure_policy: Option<String>,
 }

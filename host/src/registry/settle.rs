@@ -7,6 +7,7 @@ use wasmop_controller::PluginSettings;
 use wasmop_core::plugin::{Digest, PluginName};
 use wasmop_core::policy::{ExtraPermissions, Policy};
 use wasmop_core::policy::{check_grants, check_reviews};
+use wasmop_runtime::admission::ReviewKind;
 use wasmop_runtime::{LoadError, LoadOptions, Plugin};
 
 impl Registry {
@@ -118,11 +119,11 @@ impl Registry {
         // Webhooks the host will serve may only review kinds the plugin may read.
         if let Some(admission) = plugin.admission()
             && self.config.admission.is_some()
-            && settings.admission.enabled
         {
-            let kinds = [&admission.validating, &admission.mutating]
+            let kinds = [ReviewKind::Validate, ReviewKind::Mutate]
                 .into_iter()
-                .flatten()
+                .filter(|k| settings.admission.serves(*k))
+                .filter_map(|k| admission.registration(k))
                 .flat_map(|r| &r.rules)
                 .map(|r| (r.kind.group.as_str(), r.kind.kind.as_str()));
             check_reviews(&name, kinds, plugin.grants(), &settings.grants).map_err(|error| {
