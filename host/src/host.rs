@@ -23,7 +23,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::admission::certs::{self, Authority, Rotating};
+use crate::admission::certs;
 use crate::admission::register::Registrar;
 use crate::admission::serve::Server;
 use crate::config::Config;
@@ -211,9 +211,10 @@ async fn serve_probes(
     Ok(())
 }
 
-/// Starts the admission webhook server on its address, with a serving certificate issued
-/// from the shared CA (renewed in the background), and the registration of the webhooks
-/// (written while this host leads). Every replica serves.
+/// Starts the admission webhook server on its address, with its certificate (issued by the
+/// host from the shared CA and renewed, or read from files or a Secret and read again on
+/// change), and the registration of the webhooks (written while this host leads). Every
+/// replica serves.
 async fn serve_admission(
     settings: &AdmissionConfig,
     namespace: &str,
@@ -221,17 +222,10 @@ async fn serve_admission(
     catalog: watch::Receiver<admission::Catalog>,
     shutdown: &watch::Receiver<bool>,
 ) -> Result<(), HostError> {
-    let authority = Arc::new(
-        Authority::shared(shared.client.clone(), namespace, &settings.ca_secret)
-            .await
-            .map_err(HostError::AdmissionCertificates)?,
-    );
-    let names = settings.certificate_names();
-    let first = authority
-        .issue(&names, settings.certificate_validity)
+    let (rotating, trusted) = certs::start(settings, shared.client.clone(), namespace)
+        .await
         .map_err(HostError::AdmissionCertificates)?;
-    let rotating = Rotating::new(first);
-    let tls = certs::server_config(rotating.clone()).map_err(HostError::AdmissionCertificates)?;
+    let tls = certs::server_config(rotating).map_err(HostError::AdmissionCertificates)?;
     let address = settings.address;
     let listener = http::bind(address)
         .await
@@ -255,13 +249,12 @@ async fn serve_admission(
         }
     });
     tokio::spawn(server.serve(listener, tls));
-    tokio::spawn(rotating.renew_forever(authority.clone(), names, settings.certificate_validity));
     let registrar = Registrar::new(
         shared.client.clone(),
         shared.resolver.clone(),
         settings.clone(),
         namespace.to_owned(),
-        authority.ca_pem().to_owned(),
+        trusted,
     );
     tokio::spawn(registrar.run(catalog, shared.leading.clone(), shutdown.clone()));
     Ok(())

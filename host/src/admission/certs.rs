@@ -1,15 +1,23 @@
-//! The certificates the webhook server presents: a CA kept in a Secret of the host's
-//! namespace (created by the first replica that needs it, read by the others, so that one
-//! `caBundle` in the webhook configurations trusts every replica), and a serving certificate
-//! per replica, issued from it in memory and renewed after two thirds of its validity.
+//! The certificate the webhook server presents, from one of three sources
+//! (`admission.certificate`, see [`start`]):
 //!
-//! Renewal swaps the certificate the TLS acceptor hands to new connections
-//! ([`Rotating`]); connections already open keep theirs (still valid: it is renewed well
-//! before it expires), so no request is dropped.
+//! - **Issued by the host** (the default): a CA kept in a Secret of the host's namespace
+//!   (created by the first replica that needs it, read by the others, so that one `caBundle`
+//!   in the webhook configurations trusts every replica), and a serving certificate per
+//!   replica, issued from it in memory and renewed after two thirds of its validity. The CA is
+//!   valid for ten years; to replace it, delete the Secret and restart the host's replicas.
+//! - **PEM files** (a mounted Secret): read at start, and again every 10 s; a change is
+//!   served from then on (a file that does not parse, or a key that does not match its
+//!   certificate, is reported and the previous certificate kept).
+//! - **A `kubernetes.io/tls` Secret** (what cert-manager writes): the same, read through the
+//!   API.
 //!
-//! The CA is valid for ten years. To replace it, delete the Secret and restart the host's
-//! replicas: the first creates a new CA and the leader puts it into the configurations.
+//! A new certificate is swapped into what the TLS acceptor hands to new connections
+//! ([`Rotating`]); connections already open keep theirs, so no request is dropped. The CA the
+//! configurations trust (`caBundle`) follows on the returned channel.
 
+use std::future::Future;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -23,6 +31,9 @@ use rcgen::{
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use time::OffsetDateTime;
+use tokio::sync::watch;
+
+use crate::config::admission::{AdmissionConfig, Certificates};
 
 /// The CA certificate in the Secret, PEM.
 const CA_CERT_KEY: &str = "ca.crt";
@@ -70,6 +81,201 @@ pub(crate) enum CertError {
     /// rustls refused the configuration.
     #[error("cannot configure TLS")]
     Tls(#[source] rustls::Error),
+    /// A certificate file cannot be read.
+    #[error("cannot read {}", .path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The certificate or key from `from` cannot be used.
+    #[error("the webhook certificate from {from} cannot be used: {problem}")]
+    Pem {
+        /// Where it came from.
+        from: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// How often certificates from files or a Secret are read again.
+const RELOAD_EVERY: Duration = Duration::from_secs(10);
+
+/// A certificate, its key and the CA to trust, as PEM, from files or a Secret.
+#[derive(PartialEq, Eq)]
+struct Material {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    ca: Option<String>,
+}
+
+impl Material {
+    /// The certificate chain and key for rustls, the key checked against the certificate.
+    fn certified(&self, from: &str) -> Result<Arc<CertifiedKey>, CertError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let problem = |problem: String| CertError::Pem {
+            from: from.to_owned(),
+            problem,
+        };
+        let chain = CertificateDer::pem_slice_iter(&self.cert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| problem(format!("the certificate is not PEM: {e}")))?;
+        if chain.is_empty() {
+            return Err(problem("it holds no certificate".into()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&self.key)
+            .map_err(|e| problem(format!("the key is not a PEM private key: {e}")))?;
+        let certified =
+            CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider())
+                .map_err(|e| problem(format!("the key does not fit the certificate: {e}")))?;
+        Ok(Arc::new(certified))
+    }
+}
+
+/// Reads the PEM files.
+async fn read_files(
+    cert: &PathBuf,
+    key: &PathBuf,
+    ca: Option<&PathBuf>,
+) -> Result<Material, CertError> {
+    let read = |path: &PathBuf| {
+        let path = path.clone();
+        async move {
+            tokio::fs::read(&path)
+                .await
+                .map_err(|source| CertError::File { path, source })
+        }
+    };
+    let ca = match ca {
+        Some(path) => Some(String::from_utf8_lossy(&read(path).await?).into_owned()),
+        None => None,
+    };
+    Ok(Material {
+        cert: read(cert).await?,
+        key: read(key).await?,
+        ca,
+    })
+}
+
+/// Reads a `kubernetes.io/tls` Secret: `tls.crt`, `tls.key` and `ca.crt` if present.
+async fn read_secret(api: &Api<Secret>, name: &str) -> Result<Material, CertError> {
+    let secret = api.get(name).await.map_err(|source| CertError::Secret {
+        namespace: api.namespace().unwrap_or_default().to_owned(),
+        name: name.to_owned(),
+        source,
+    })?;
+    let data = secret.data.unwrap_or_default();
+    let field = |key: &str| {
+        data.get(key)
+            .map(|b| b.0.clone())
+            .ok_or_else(|| CertError::Pem {
+                from: format!("the Secret {name}"),
+                problem: format!("it has no `{key}`"),
+            })
+    };
+    Ok(Material {
+        cert: field("tls.crt")?,
+        key: field("tls.key")?,
+        ca: data
+            .get("ca.crt")
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned()),
+    })
+}
+
+/// Starts the certificate source `admission.certificate` names: returns what the TLS
+/// acceptor serves and the CA bundle the webhook configurations carry (`None`: none given),
+/// and keeps both current in a task of its own (renewal, or reading again on change).
+///
+/// # Errors
+/// The first certificate cannot be had: the CA Secret cannot be read or created, a file or
+/// the Secret cannot be read, or what they hold cannot be used.
+pub(crate) async fn start(
+    settings: &AdmissionConfig,
+    client: kube::Client,
+    namespace: &str,
+) -> Result<(Arc<Rotating>, watch::Receiver<Option<String>>), CertError> {
+    match &settings.certificates {
+        Certificates::Issued {
+            ca_secret,
+            validity,
+        } => {
+            let authority = Arc::new(Authority::shared(client, namespace, ca_secret).await?);
+            let names = settings.certificate_names();
+            let rotating = Rotating::new(authority.issue(&names, *validity)?);
+            let (bundle, trusted) = watch::channel(Some(authority.ca_pem().to_owned()));
+            tokio::spawn(
+                rotating
+                    .clone()
+                    .renew_forever(authority, names, *validity, bundle),
+            );
+            Ok((rotating, trusted))
+        }
+        Certificates::Files { cert, key, ca } => {
+            let from = format!("{} and {}", cert.display(), key.display());
+            let (cert, key, ca) = (cert.clone(), key.clone(), ca.clone());
+            let fetch = move || {
+                let (cert, key, ca) = (cert.clone(), key.clone(), ca.clone());
+                async move { read_files(&cert, &key, ca.as_ref()).await }
+            };
+            follow(from, fetch).await
+        }
+        Certificates::Secret { name } => {
+            let api: Api<Secret> = Api::namespaced(client, namespace);
+            let from = format!("the Secret {namespace}/{name}");
+            let name = name.clone();
+            let fetch = move || {
+                let (api, name) = (api.clone(), name.clone());
+                async move { read_secret(&api, &name).await }
+            };
+            follow(from, fetch).await
+        }
+    }
+}
+
+/// Serves what `fetch` reads now, and reads it again every [`RELOAD_EVERY`], serving each
+/// change that can be used.
+async fn follow<F, Fut>(
+    from: String,
+    mut fetch: F,
+) -> Result<(Arc<Rotating>, watch::Receiver<Option<String>>), CertError>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Material, CertError>> + Send,
+{
+    let first = fetch().await?;
+    let rotating = Rotating::new(first.certified(&from)?);
+    let (bundle, trusted) = watch::channel(first.ca.clone());
+    let serving = rotating.clone();
+    tokio::spawn(async move {
+        let mut last = first;
+        loop {
+            tokio::time::sleep(RELOAD_EVERY).await;
+            let next = match fetch().await {
+                Ok(next) if next == last => continue,
+                Ok(next) => next,
+                Err(error) => {
+                    tracing::warn!(error = %wasmop_core::chain(&error), "cannot read the webhook certificate again; serving the one read before");
+                    continue;
+                }
+            };
+            match next.certified(&from) {
+                Ok(key) => {
+                    serving.set(key);
+                    bundle.send_replace(next.ca.clone());
+                    tracing::info!(from = %from, "serving the changed webhook certificate");
+                    last = next;
+                }
+                Err(error) => {
+                    tracing::warn!(error = %wasmop_core::chain(&error), "the changed webhook certificate cannot be used; serving the one read before");
+                    last = next;
+                }
+            }
+        }
+    });
+    Ok((rotating, trusted))
 }
 
 /// The CA the host issues serving certificates from.
@@ -262,6 +468,9 @@ impl Rotating {
         authority: Arc<Authority>,
         names: Vec<String>,
         validity: Duration,
+        // The CA bundle's sender: the CA never changes while the host runs, but its
+        // receivers must not see the channel close.
+        _bundle: watch::Sender<Option<String>>,
     ) {
         let renew_after = validity * 2 / 3;
         let retry = (validity / 10).min(Duration::from_secs(60));

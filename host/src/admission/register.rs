@@ -48,7 +48,9 @@ pub(crate) struct Registrar {
     resolver: Resolver,
     config: AdmissionConfig,
     host_namespace: String,
-    ca_bundle: String,
+    /// The CA the API server should trust, as it changes; `None` leaves `caBundle` out (to
+    /// whoever injects it).
+    trusted: watch::Receiver<Option<String>>,
 }
 
 /// One plugin's webhook, before it becomes the validating or the mutating type.
@@ -63,27 +65,28 @@ struct Entry {
 }
 
 impl Registrar {
-    /// A registrar pointing the API server at `config`'s endpoint, trusting `ca_bundle`.
+    /// A registrar pointing the API server at `config`'s endpoint, trusting the CA `trusted`
+    /// holds.
     pub(crate) fn new(
         client: Client,
         resolver: Resolver,
         config: AdmissionConfig,
         host_namespace: String,
-        ca_bundle: String,
+        trusted: watch::Receiver<Option<String>>,
     ) -> Self {
         Self {
             client,
             resolver,
             config,
             host_namespace,
-            ca_bundle,
+            trusted,
         }
     }
 
     /// Keeps the configurations in step with the catalog while this host leads, until the
     /// host shuts down.
     pub(crate) async fn run(
-        self,
+        mut self,
         mut catalog: watch::Receiver<Catalog>,
         mut leading: watch::Receiver<bool>,
         mut shutdown: watch::Receiver<bool>,
@@ -91,6 +94,7 @@ impl Registrar {
         loop {
             let mut wait = RESYNC;
             if *leading.borrow_and_update() {
+                self.trusted.borrow_and_update();
                 let current = catalog.borrow_and_update().clone();
                 match self.sync(&current).await {
                     Ok(true) => {}
@@ -104,6 +108,7 @@ impl Registrar {
             tokio::select! {
                 changed = catalog.changed() => if changed.is_err() { return },
                 changed = leading.changed() => if changed.is_err() { return },
+                changed = self.trusted.changed() => if changed.is_err() { return },
                 () = tokio::time::sleep(wait) => {}
                 _ = shutdown.wait_for(|stop| *stop) => return,
             }
@@ -250,7 +255,11 @@ impl Registrar {
 
     fn client_config(&self, kind: ReviewKind, plugin: &str) -> WebhookClientConfig {
         let path = format!("/{}/{plugin}", kind.as_str());
-        let ca_bundle = Some(ByteString(self.ca_bundle.clone().into_bytes()));
+        let ca_bundle = self
+            .trusted
+            .borrow()
+            .as_ref()
+            .map(|pem| ByteString(pem.clone().into_bytes()));
         match &self.config.endpoint {
             Endpoint::Url { base, .. } => WebhookClientConfig {
                 ca_bundle,

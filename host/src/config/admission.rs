@@ -3,10 +3,11 @@
 //! and the certificates it issues itself.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::fields::{address, duration_or};
-use super::raw::{RawAdmission, RawQuantity};
+use super::raw::{RawAdmission, RawCertificate, RawQuantity};
 use super::units::parse_quantity;
 use super::{ConfigError, value_error};
 use wasmop_core::plugin::PluginName;
@@ -46,6 +47,34 @@ pub(crate) enum Endpoint {
     },
 }
 
+/// Where the webhook server's certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Certificates {
+    /// The host issues them: a CA kept in a Secret, a serving certificate per replica.
+    Issued {
+        /// The Secret (in the host's namespace) that keeps the CA every replica issues from.
+        ca_secret: String,
+        /// How long a serving certificate is valid; it is renewed after two thirds of it.
+        validity: Duration,
+    },
+    /// PEM files (a mounted Secret), read again when they change.
+    Files {
+        /// The certificate chain.
+        cert: PathBuf,
+        /// Its private key.
+        key: PathBuf,
+        /// The CA the API server should trust (the configurations' `caBundle`); without it
+        /// the host leaves `caBundle` to whoever injects it.
+        ca: Option<PathBuf>,
+    },
+    /// A `kubernetes.io/tls` Secret of the host's namespace (`tls.crt`, `tls.key`, and
+    /// `ca.crt` when the issuer writes one, as cert-manager does), read again when it changes.
+    Secret {
+        /// Its name.
+        name: String,
+    },
+}
+
 /// The validated `admission` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AdmissionConfig {
@@ -59,10 +88,8 @@ pub(crate) struct AdmissionConfig {
     pub(crate) concurrency: usize,
     /// The largest request body read; a larger one is answered 413.
     pub(crate) max_request_bytes: usize,
-    /// The Secret (in the host's namespace) that keeps the CA every replica issues from.
-    pub(crate) ca_secret: String,
-    /// How long a serving certificate is valid; it is renewed after two thirds of it.
-    pub(crate) certificate_validity: Duration,
+    /// Where the serving certificate comes from.
+    pub(crate) certificates: Certificates,
     /// Namespaces no webhook reviews: by default `kube-system` and the host's own, so that
     /// no plugin can stop the control plane's or the host's own objects from being written.
     pub(crate) exclude_namespaces: Vec<String>,
@@ -149,22 +176,7 @@ pub(super) fn validate(
             "must be 64Ki..=64Mi (the API server sends objects of up to 3 MiB, twice on an update)",
         ));
     }
-    let certificate = raw.certificate.clone().unwrap_or_default();
-    let ca_secret = certificate
-        .ca_secret_name
-        .unwrap_or_else(|| "wasmop-webhook-ca".to_owned());
-    dns_label("admission.certificate.caSecretName", &ca_secret)?;
-    let certificate_validity = duration_or(
-        "admission.certificate.validity",
-        certificate.validity.as_deref(),
-        DEFAULT_CERTIFICATE_VALIDITY,
-    )?;
-    if certificate_validity < MIN_CERTIFICATE_VALIDITY {
-        return Err(value_error(
-            "admission.certificate.validity",
-            "must be at least 10s",
-        ));
-    }
+    let certificates = certificates(raw.certificate.clone().unwrap_or_default())?;
     let exclude_namespaces = match &raw.exclude_namespaces {
         None => vec!["kube-system".to_owned(), namespace.to_owned()],
         Some(list) => list
@@ -179,10 +191,65 @@ pub(super) fn validate(
         configuration_name,
         concurrency: usize::try_from(concurrency).unwrap_or(usize::MAX),
         max_request_bytes: usize::try_from(max_request_bytes).unwrap_or(usize::MAX),
-        ca_secret,
-        certificate_validity,
+        certificates,
         exclude_namespaces,
     }))
+}
+
+/// `admission.certificate`: issued by the host (the default: `caSecretName`, `validity`),
+/// PEM files (`certFile`, `keyFile`, `caFile`) or a `kubernetes.io/tls` Secret
+/// (`secretName`); one of the three.
+fn certificates(raw: RawCertificate) -> Result<Certificates, ConfigError> {
+    const AT: &str = "admission.certificate";
+    let issued = raw.ca_secret_name.is_some() || raw.validity.is_some();
+    let files = raw.cert_file.is_some() || raw.key_file.is_some() || raw.ca_file.is_some();
+    let secret = raw.secret_name.is_some();
+    if [issued, files, secret].iter().filter(|b| **b).count() > 1 {
+        return Err(value_error(
+            AT,
+            "give one of: `caSecretName`/`validity` (the host issues the certificates), \
+             `certFile`/`keyFile`/`caFile` (PEM files), or `secretName` (a kubernetes.io/tls \
+             Secret)",
+        ));
+    }
+    if files {
+        let (Some(cert), Some(key)) = (raw.cert_file, raw.key_file) else {
+            return Err(value_error(
+                AT,
+                "`certFile` and `keyFile` go together (and `caFile`, the CA the API server \
+                 should trust, with them)",
+            ));
+        };
+        return Ok(Certificates::Files {
+            cert: cert.into(),
+            key: key.into(),
+            ca: raw.ca_file.map(Into::into),
+        });
+    }
+    if let Some(name) = raw.secret_name {
+        return Ok(Certificates::Secret {
+            name: dns_label(&format!("{AT}.secretName"), &name)?,
+        });
+    }
+    let ca_secret = raw
+        .ca_secret_name
+        .unwrap_or_else(|| "wasmop-webhook-ca".to_owned());
+    dns_label(&format!("{AT}.caSecretName"), &ca_secret)?;
+    let validity = duration_or(
+        &format!("{AT}.validity"),
+        raw.validity.as_deref(),
+        DEFAULT_CERTIFICATE_VALIDITY,
+    )?;
+    if validity < MIN_CERTIFICATE_VALIDITY {
+        return Err(value_error(
+            format!("{AT}.validity"),
+            "must be at least 10s",
+        ));
+    }
+    Ok(Certificates::Issued {
+        ca_secret,
+        validity,
+    })
 }
 
 fn dns_label(field: &str, name: &str) -> Result<String, ConfigError> {
@@ -261,7 +328,13 @@ mod tests {
         );
         assert_eq!(a.certificate_names(), ["127.0.0.1"]);
         assert_eq!(a.configuration_name, "wasmop-ops");
-        assert_eq!(a.certificate_validity, DEFAULT_CERTIFICATE_VALIDITY);
+        assert_eq!(
+            a.certificates,
+            Certificates::Issued {
+                ca_secret: "wasmop-webhook-ca".into(),
+                validity: DEFAULT_CERTIFICATE_VALIDITY
+            }
+        );
         assert_eq!(a.exclude_namespaces, ["kube-system", "ops"]);
     }
 
@@ -317,6 +390,40 @@ mod tests {
             text.contains("`plugins.db.admission.failurePolicy`"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn certificates_come_from_the_host_from_files_or_from_a_secret() {
+        let on = |cert: &str| {
+            parse(&format!(
+                "admission: {{url: 'https://x', certificate: {cert}}}\n"
+            ))
+            .map(|a| a.expect("on").certificates)
+        };
+        assert_eq!(
+            on("{certFile: /tls/tls.crt, keyFile: /tls/tls.key, caFile: /tls/ca.crt}")
+                .expect("files"),
+            Certificates::Files {
+                cert: "/tls/tls.crt".into(),
+                key: "/tls/tls.key".into(),
+                ca: Some("/tls/ca.crt".into())
+            }
+        );
+        assert_eq!(
+            on("{secretName: wasmop-webhook-tls}").expect("secret"),
+            Certificates::Secret {
+                name: "wasmop-webhook-tls".into()
+            }
+        );
+        for bad in [
+            "{certFile: /a, secretName: b}",
+            "{validity: 1h, keyFile: /k, certFile: /c}",
+            "{certFile: /a}",
+        ] {
+            let err = on(bad).expect_err(bad);
+            let text = format!("{:#}", anyhow::Error::from(err));
+            assert!(text.contains("`admission.certificate`"), "{bad}: {text}");
+        }
     }
 
     #[test]

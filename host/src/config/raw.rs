@@ -60,9 +60,13 @@
 //!   concurrency: 32                       # reviews at once over all plugins
 //!   maxRequestBytes: 8Mi                  # larger AdmissionReviews are answered 413
 //!   excludeNamespaces: [kube-system, wasmop-system]  # never reviewed (default: these two)
-//!   certificate:
-//!     caSecretName: wasmop-webhook-ca     # the CA every replica issues from (host namespace)
-//!     validity: 168h                      # serving certificates, renewed after 2/3 of it
+//!   certificate:                          # one of three sources:
+//!     caSecretName: wasmop-webhook-ca     # the host issues: the CA every replica issues from
+//!     validity: 168h                      #   (host namespace); renewed after 2/3 of validity
+//!     # certFile: /tls/tls.crt            # or PEM files (a mounted Secret), read again when
+//!     # keyFile: /tls/tls.key             #   they change; caFile becomes the caBundle
+//!     # caFile: /tls/ca.crt
+//!     # secretName: wasmop-webhook-tls    # or a kubernetes.io/tls Secret (cert-manager's)
 //! # Settings every plugin gets unless its own entry says otherwise.
 //! defaults:
 //!   memory: 64Mi
@@ -184,7 +188,7 @@ pub(crate) struct RawWebhookService {
     pub(crate) port: Option<u16>,
 }
 
-/// The self-issued certificates.
+/// The webhook server's certificate: issued by the host, from files, or from a Secret.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct RawCertificate {
@@ -192,6 +196,14 @@ pub(crate) struct RawCertificate {
     pub(crate) ca_secret_name: Option<String>,
     /// How long a serving certificate is valid, as a duration.
     pub(crate) validity: Option<String>,
+    /// A PEM certificate chain.
+    pub(crate) cert_file: Option<String>,
+    /// Its PEM private key.
+    pub(crate) key_file: Option<String>,
+    /// The PEM CA the API server should trust.
+    pub(crate) ca_file: Option<String>,
+    /// A `kubernetes.io/tls` Secret in the host's namespace.
+    pub(crate) secret_name: Option<String>,
 }
 
 /// Leader election over a `coordination.k8s.io/v1` Lease.

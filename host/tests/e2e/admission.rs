@@ -725,3 +725,156 @@ async fn the_webhook_server_refuses_what_is_not_a_review_it_serves() {
     assert_eq!(other, 2.0);
     host.stop().await;
 }
+
+/// A CA and the means to issue serving certificates for 127.0.0.1 from it, as cert-manager
+/// or an operator's own PKI would.
+struct TestCa {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pem: String,
+}
+
+impl TestCa {
+    fn new() -> Self {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let pem = params.self_signed(&key).unwrap().pem();
+        TestCa {
+            issuer: rcgen::Issuer::new(params, key),
+            pem,
+        }
+    }
+
+    /// A serving certificate for 127.0.0.1: (certificate PEM, key PEM, certificate DER).
+    fn issue(&self) -> (String, String, Vec<u8>) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem(), cert.der().to_vec())
+    }
+}
+
+/// Waits until a new TLS connection to the webhook server is served `der`.
+async fn wait_served(port: u16, ca_pem: &[u8], der: &[u8], host: &Host) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while served_certificate(port, ca_pem).await != der {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the webhook server never served the new certificate; log:\n{}",
+            host.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_certificate_from_files_is_served_trusted_and_read_again_when_it_changes() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let tmp = dir.path().join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(tmp, dir.path().join(name)).unwrap();
+    };
+    let (cert, key, first) = ca.issue();
+    write("tls.crt", &cert);
+    write("tls.key", &key);
+    write("ca.crt", &ca.pem);
+    let port = free_port();
+    let d = dir.path().display();
+    let config = format!(
+        "{}{}  certificate: {{certFile: {d}/tls.crt, keyFile: {d}/tls.key, caFile: {d}/ca.crt}}\n",
+        confined(&env, &["database-config"], ""),
+        admission_section(port)
+    );
+    let host = Host::start(&env, &["database-config"], &config).await;
+    // The API server trusts the file's CA: the webhooks answer.
+    wait_registered(&env).await;
+    wait_served(port, ca.pem.as_bytes(), &first, &host).await;
+    // The operator's PKI renews the certificate in place (a mounted Secret does the same).
+    let (cert, key, second) = ca.issue();
+    write("tls.key", &key);
+    write("tls.crt", &cert);
+    wait_served(port, ca.pem.as_bytes(), &second, &host).await;
+    let (code, _, text) = refusal(
+        databases(&env)
+            .create(
+                &PostParams::default(),
+                &database("after", "not a host!", Some(1)),
+            )
+            .await,
+    );
+    assert_eq!(code, 422, "{text}");
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_certificate_from_a_tls_secret_is_served_and_read_again_when_it_changes() {
+    let env = TestEnv::start().await.unwrap();
+    let ca = TestCa::new();
+    let secret = |cert: &str, key: &str| {
+        serde_json::from_value::<k8s_openapi::api::core::v1::Secret>(json!({
+            "metadata": {"name": "wasmop-webhook-tls"},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": cert, "tls.key": key, "ca.crt": ca.pem},
+        }))
+        .unwrap()
+    };
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client(), env.namespace());
+    let (cert, key, first) = ca.issue();
+    secrets
+        .create(&PostParams::default(), &secret(&cert, &key))
+        .await
+        .unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}  certificate: {{secretName: wasmop-webhook-tls}}\n",
+        confined(
+            &env,
+            &["admission-probe"],
+            "    grants: [{kind: ConfigMap, verbs: [create]}]\n"
+        ),
+        admission_section(port)
+    );
+    let host = Host::start(&env, &["admission"], &config).await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    wait_probe(&cms, &host).await;
+    wait_served(port, ca.pem.as_bytes(), &first, &host).await;
+    // The configurations trust the Secret's CA.
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
+    let v = validating
+        .get(&format!("wasmop-{}", env.namespace()))
+        .await
+        .unwrap();
+    let bundle = v.webhooks.unwrap()[0]
+        .client_config
+        .ca_bundle
+        .clone()
+        .unwrap();
+    assert_eq!(bundle.0, ca.pem.as_bytes());
+    // cert-manager renews: the Secret changes, the server follows.
+    let (cert, key, second) = ca.issue();
+    secrets
+        .replace(
+            "wasmop-webhook-tls",
+            &PostParams::default(),
+            &secret(&cert, &key),
+        )
+        .await
+        .unwrap();
+    wait_served(port, ca.pem.as_bytes(), &second, &host).await;
+    let created = cms
+        .create(&PostParams::default(), &probe("after", "admit", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        created.metadata.labels.unwrap()["probe.wasmop.dev/mutated"],
+        "0.1.0"
+    );
+    host.stop().await;
+}
