@@ -878,3 +878,92 @@ async fn a_certificate_from_a_tls_secret_is_served_and_read_again_when_it_change
     );
     host.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_replica_serves_and_the_leader_alone_registers_until_a_standby_takes_over() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let config = |port: u16| {
+        format!(
+            "leaderElection: {{enabled: true, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}}\n{}{}",
+            confined(&env, &["database-config"], ""),
+            admission_section(port)
+        )
+    };
+    let (first_port, second_port) = (free_port(), free_port());
+    let mut first = Host::start(&env, &["database-config"], &config(first_port)).await;
+    first
+        .wait_log("the first host to lead", |l| {
+            message(l) == "became the leader"
+        })
+        .await;
+    wait_registered(&env).await;
+    let mut second = Host::start(&env, &["database-config"], &config(second_port)).await;
+    second
+        .wait_log("the standby to load the plugin", |l| {
+            message(l) == "plugin loaded" && l["fields"]["key"].is_string()
+        })
+        .await;
+    // The standby serves reviews too (in a cluster, the Service sends it its share)...
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client(), env.namespace());
+    let ca = secrets
+        .get("wasmop-webhook-ca")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["ca.crt"]
+        .0
+        .clone();
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "1", "operation": "CREATE", "name": "x", "namespace": env.namespace(),
+            "kind": {"group": "demo.wasmop.dev", "version": "v1", "kind": "Database"},
+            "resource": {"group": "demo.wasmop.dev", "version": "v1", "resource": "databases"},
+            "userInfo": {"username": "u"},
+            "object": {"apiVersion": "demo.wasmop.dev/v1", "kind": "Database",
+                       "metadata": {"name": "x"},
+                       "spec": {"engine": "oracle", "host": "h", "port": 1}},
+            "dryRun": false
+        }
+    });
+    let (code, body) = raw_request(
+        second_port,
+        &ca,
+        "POST /validate/database-config HTTP/1.1",
+        review.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("spec.engine: Unsupported value"), "{body}");
+    // ...with a certificate from the same CA, while the registration stays the leader's.
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
+    let name = format!("wasmop-{}", env.namespace());
+    let url = |c: &ValidatingWebhookConfiguration| {
+        c.webhooks.as_ref().unwrap()[0]
+            .client_config
+            .url
+            .clone()
+            .unwrap()
+    };
+    assert!(url(&validating.get(&name).await.unwrap()).contains(&format!(":{first_port}/")));
+    // The leader goes: the standby takes over the Lease and points the webhooks at itself.
+    first.terminate().await;
+    first.wait_exit().await;
+    second
+        .wait_log("the standby to lead", |l| message(l) == "became the leader")
+        .await;
+    env.wait_for(
+        &validating,
+        &name,
+        "to point at the new leader",
+        PATIENCE,
+        |c| c.is_some_and(|c| url(c).contains(&format!(":{second_port}/"))),
+    )
+    .await
+    .unwrap();
+    wait_registered(&env).await;
+    second.stop().await;
+}
