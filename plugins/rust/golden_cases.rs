@@ -16,7 +16,8 @@
 //!   lines and the outcome).
 //!
 //! A plugin that serves admission has its review cases in `tests/admission/<case>/` (apart, so
-//! that its twins in other languages, which reconcile only, never run them):
+//! that a twin in another language runs them only if it reviews too: the Python
+//! `database-config` does, `tests/python/tests/golden.rs`):
 //! - `validate.yaml` or `mutate.yaml`: the AdmissionReview (admission.k8s.io/v1) the API server
 //!   would send, and which export reviews it.
 //! - `state.yaml` (optional): the objects already in the cluster, for reviews that read.
@@ -32,7 +33,7 @@
 
 use std::path::Path;
 
-use wasmop_offline::{Harness, ReviewKind, ReviewScenario};
+use wasmop_offline::Harness;
 
 #[path = "golden_runner.rs"]
 mod runner;
@@ -56,28 +57,10 @@ pub fn run_cases(plugin: &str, manifest_dir: &str) {
 // Included by every plugin's tests; only those that serve admission call it.
 #[allow(dead_code)]
 pub fn run_admission_cases(plugin: &str, manifest_dir: &str) {
-    let component = wasmop_test_guests::component(plugin);
-    let dir = Path::new(manifest_dir).join("tests/admission");
-    for case in runner::case_dirs(&dir) {
-        let (kind, file) = if case.join("validate.yaml").exists() {
-            (ReviewKind::Validate, case.join("validate.yaml"))
-        } else {
-            (ReviewKind::Mutate, case.join("mutate.yaml"))
-        };
-        let config = runner::case_config(&case);
-        let mut scenario = ReviewScenario::from_yaml(kind, &runner::read(&file))
-            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
-        if case.join("state.yaml").exists() {
-            scenario = scenario
-                .with_state_yaml(&runner::read(&case.join("state.yaml")))
-                .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
-        }
-        let harness = Harness::load_with_config_blocking(component, config)
-            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
-        let report = harness
-            .review_blocking(&scenario)
-            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
-        eprintln!("case {}: {}", case.display(), report.result);
-        report.assert_golden(case.join("expected.yaml"));
-    }
+    runner::run_admission_cases_in(
+        wasmop_test_guests::component(plugin),
+        &Path::new(manifest_dir).join("tests/admission"),
+        &|component: &Path, config| Harness::load_with_config_blocking(component, config),
+        runner::Expected::Own,
+    );
 }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use wasmop_offline::{CaseSettings, Harness, OfflineError, Scenario};
+use wasmop_offline::{CaseSettings, Harness, OfflineError, ReviewKind, ReviewScenario, Scenario};
 
 /// Loads a component with a case's settings (`config.yaml`, or `{}`).
 pub type Load<'a> = &'a dyn Fn(&Path, serde_json::Value) -> Result<Harness, OfflineError>;
@@ -28,6 +28,48 @@ pub enum Expected {
 pub fn run_cases_in(component: &Path, cases_dir: &Path, load: Load<'_>, expected: Expected) {
     for case in case_dirs(cases_dir) {
         run_case(component, &case, load, expected);
+    }
+}
+
+/// Runs every admission case directory in `dir` (`validate.yaml` or `mutate.yaml`, optional
+/// `state.yaml` and `config.yaml`, `expected.yaml`) against `component`, loading it with
+/// `load` for each case, failing with the case's name and a diff on a mismatch.
+// Included by every plugin's tests; only those that serve admission call it.
+#[allow(dead_code)]
+pub fn run_admission_cases_in(component: &Path, dir: &Path, load: Load<'_>, expected: Expected) {
+    for case in case_dirs(dir) {
+        let (kind, file) = if case.join("validate.yaml").exists() {
+            (ReviewKind::Validate, case.join("validate.yaml"))
+        } else {
+            (ReviewKind::Mutate, case.join("mutate.yaml"))
+        };
+        let mut scenario = ReviewScenario::from_yaml(kind, &read(&file))
+            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        if case.join("state.yaml").exists() {
+            scenario = scenario
+                .with_state_yaml(&read(&case.join("state.yaml")))
+                .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        }
+        let harness = load(component, case_config(&case))
+            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        let report = harness
+            .review_blocking(&scenario)
+            .unwrap_or_else(|e| panic!("case {}: {e:#}", case.display()));
+        eprintln!("case {}: {}", case.display(), report.result);
+        let path = case.join("expected.yaml");
+        match expected {
+            Expected::Own => report.assert_golden(path),
+            Expected::Twin => {
+                let text = read(&path);
+                if let Err(e) = report.compare(&text, &path) {
+                    panic!(
+                        "{} (these are the twin plugin's cases: its report is the one to match, \
+                         and they are never blessed from here)",
+                        causes(&e)
+                    );
+                }
+            }
+        }
     }
 }
 

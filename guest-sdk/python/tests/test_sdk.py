@@ -9,7 +9,7 @@ import time
 import unittest
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from unittest import mock
 
 import wasmop
@@ -375,6 +375,112 @@ class Writes(unittest.TestCase):
         self.assertEqual(stored.object().kind, wasmop.CONFIG_MAP)
         self.assertEqual(wasmop.owner_reference(DATABASE)["apiVersion"], "demo.wasmop.dev/v1")
         self.assertEqual(wasmop.object_reference(DATABASE)["resourceVersion"], "7")
+
+
+def review(obj: dict[str, Any] | None = DATABASE, text: str | None = None) -> Any:
+    a = _wit.admission
+    return a.Review(
+        uid="r-1",
+        kind=DB.wit(),
+        resource=a.GroupVersionResource("demo.wasmop.dev", "v1", "databases"),
+        sub_resource=None,
+        operation=a.Operation.CREATE,
+        name="orders",
+        namespace="shop",
+        user_info=a.UserInfo("alice", "u-9", ["team-a"], [("scope", ["x"])]),
+        object=text if text is not None else (None if obj is None else json.dumps(obj)),
+        old_object=None,
+        dry_run=True,
+    )
+
+
+class Guard(wasmop.Admission):
+    kind = DB
+    seen: ClassVar[list[wasmop.Review]] = []
+
+    def webhooks(self) -> wasmop.Webhooks:
+        ops = [wasmop.Operation.CREATE, wasmop.Operation.UPDATE]
+        return wasmop.Webhooks(
+            validating=wasmop.Webhook(ops, object_selector="tier=db"),
+            mutating=wasmop.Webhook(
+                ops, failure_policy=wasmop.FailurePolicy.IGNORE, timeout_seconds=3
+            ),
+        )
+
+    def validate(self, review: wasmop.Review, ctx: wasmop.Context) -> wasmop.Allowed | None:
+        Guard.seen.append(review)
+        assert review.object is not None
+        port = review.object["spec"]["port"]
+        if port == 0:
+            raise wasmop.Refused.invalid("spec.port: Invalid value: 0")
+        if port == 1:
+            raise ValueError("a bug")
+        return wasmop.Allowed(["ports below 1024 are privileged"]) if port < 1024 else None
+
+    def mutate(
+        self, review: wasmop.Review, ctx: wasmop.Context
+    ) -> wasmop.Object | wasmop.Mutated | None:
+        obj = review.object
+        if obj is None or "replicas" in obj["spec"]:
+            return None
+        obj["spec"]["replicas"] = 1
+        return obj
+
+
+class Admission(unittest.TestCase):
+    def test_describe_declares_the_webhooks_under_the_reconcilers_name(self) -> None:
+        info = wasmop.export_admission(Guard, Plugin)().describe()
+        a = _wit.admission
+        self.assertEqual((info.name, info.version), ("probe", "1.0.0"))
+        assert info.validating is not None and info.mutating is not None
+        self.assertEqual(info.validating.rules[0].kind, DB.wit())
+        self.assertEqual(
+            info.validating.rules[0].operations, [a.Operation.CREATE, a.Operation.UPDATE]
+        )
+        self.assertEqual(info.validating.object_selector, "tier=db")
+        self.assertEqual(info.validating.failure_policy, a.FailurePolicy.FAIL)
+        self.assertEqual(info.validating.timeout_seconds, 10)
+        self.assertEqual(info.mutating.failure_policy, a.FailurePolicy.IGNORE)
+        self.assertEqual(info.mutating.timeout_seconds, 3)
+
+    def test_a_review_is_typed_and_admitted_refused_or_warned(self) -> None:
+        export = wasmop.export_admission(Guard, Plugin)()
+        self.assertEqual(export.validate(review()).warnings, [])
+        seen = Guard.seen[-1]
+        self.assertEqual(seen.operation, wasmop.Operation.CREATE)
+        self.assertEqual(seen.user.extra, {"scope": ["x"]})
+        self.assertTrue(seen.dry_run)
+        low = {**DATABASE, "spec": {"port": 80}}
+        self.assertEqual(export.validate(review(low)).warnings, ["ports below 1024 are privileged"])
+        with self.assertRaises(_wit.Err) as caught:
+            export.validate(review({**DATABASE, "spec": {"port": 0}}))
+        denial = caught.exception.value
+        self.assertEqual(
+            (denial.message, denial.reason, denial.code),
+            ("spec.port: Invalid value: 0", "Invalid", 422),
+        )
+
+    def test_an_uncaught_exception_is_a_failed_review_not_a_refusal(self) -> None:
+        export = wasmop.export_admission(Guard, Plugin)()
+        with mock.patch.object(sys, "stderr") as err, self.assertRaises(ValueError):
+            export.validate(review({**DATABASE, "spec": {"port": 1}}))
+        printed = "".join(c.args[0] for c in err.write.call_args_list)
+        self.assertIn("ValueError: a bug", printed)
+
+    def test_an_object_that_is_not_json_is_refused_as_a_bad_request(self) -> None:
+        export = wasmop.export_admission(Guard, Plugin)()
+        with self.assertRaises(_wit.Err) as caught:
+            export.validate(review(text="not json"))
+        self.assertEqual(caught.exception.value.code, 400)
+
+    def test_a_mutation_returns_the_whole_changed_object_or_none(self) -> None:
+        export = wasmop.export_admission(Guard, Plugin)()
+        changed = export.mutate(review())
+        assert changed.object is not None
+        self.assertEqual(json.loads(changed.object)["spec"]["replicas"], 1)
+        kept = {**DATABASE, "spec": {"port": 5432, "replicas": 3}}
+        self.assertIsNone(export.mutate(review(kept)).object)
+        self.assertIsNone(export.mutate(review(None)).object)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ use crate::database::{DATABASE_CRD, databases};
 use crate::harness::{Host, PATIENCE, confined, message};
 
 /// A port free on loopback now (the host binds it a moment later).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -27,14 +27,14 @@ fn free_port() -> u16 {
 
 /// The host config's `admission` section: served on loopback, reached by URL, every
 /// namespace but `kube-system` reviewed (the test's namespace is also the host's).
-fn admission_section(port: u16) -> String {
+pub(crate) fn admission_section(port: u16) -> String {
     format!(
         "admission:\n  address: 127.0.0.1:{port}\n  url: https://127.0.0.1:{port}\n  \
          excludeNamespaces: [kube-system]\n"
     )
 }
 
-fn database(name: &str, host: &str, replicas: Option<u32>) -> DynamicObject {
+pub(crate) fn database(name: &str, host: &str, replicas: Option<u32>) -> DynamicObject {
     let mut spec = json!({"engine": "postgres", "host": host, "port": 5432});
     if let Some(r) = replicas {
         spec["replicas"] = r.into();
@@ -49,7 +49,7 @@ fn database(name: &str, host: &str, replicas: Option<u32>) -> DynamicObject {
 }
 
 /// The API error of a refused create: (code, reason, message).
-fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String, String) {
+pub(crate) fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String, String) {
     match result {
         Err(kube::Error::Api(status)) => (status.code, status.reason, status.message),
         other => panic!("expected the API server to refuse the create, got {other:?}"),
@@ -59,7 +59,7 @@ fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String, String) 
 /// Waits until the API server calls the host's webhooks for Databases: a dry-run create
 /// without `replicas` passes the schema (which requires it) only once the mutating webhook
 /// defaults it, and one with a bad host is refused only once the validating webhook runs.
-async fn wait_registered(env: &TestEnv) {
+pub(crate) async fn wait_registered(env: &TestEnv) {
     let api = databases(env);
     let dry = PostParams {
         dry_run: true,

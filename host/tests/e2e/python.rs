@@ -1,6 +1,7 @@
 //! Plugins written in Python on the real control plane: `plugins/python/database-config`
 //! (built from source by `wasmop_python_plugins`, with the SDK) run by `wasmop run` from its
-//! plugin directory, converging Databases into ConfigMaps and Ready conditions, then a changed
+//! plugin directory, converging Databases into ConfigMaps and Ready conditions, serving its
+//! admission webhooks (a bad Database refused, replicas defaulted), then a changed
 //! build of it dropped into the directory hot-reloaded and serving the next reconcile; and the
 //! hostile Python plugin (`tests/python/hostile`) beside it, each attack reported on its
 //! Target as a Warning Event with its typed outcome while the Databases keep converging.
@@ -17,7 +18,9 @@ use std::path::Path;
 use crate::harness::{self, Host, confined, message, test_kinds};
 use wasmop_testenv::TestEnv;
 
-use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
+use crate::admission::{admission_section, database, free_port, refusal, wait_registered};
+use crate::database::{DATABASE_CRD, apply_database, databases, wait_config, wait_ready};
+use kube::api::PostParams;
 
 /// Databases the plugin converges.
 const DATABASES: usize = 5;
@@ -66,9 +69,10 @@ async fn python_database_config_converges_databases_and_a_changed_build_is_hot_r
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(DATABASE_CRD).await.unwrap();
     let config = format!(
-        "cacheDirectory: {}\n{}",
+        "cacheDirectory: {}\n{}{}",
         cache.display(),
-        confined(&env, &["database-config"], "")
+        confined(&env, &["database-config"], ""),
+        admission_section(free_port())
     );
     let mut host = Host::start(&env, &[], &config).await;
     put(host.plugin_dir(), &v1).await;
@@ -100,6 +104,32 @@ async fn python_database_config_converges_databases_and_a_changed_build_is_hot_r
         );
         assert_eq!(wait_ready(&env, name).await, 1);
     }
+    // Its admission half, through the API server: a bad Database refused with the same
+    // message as the Rust plugin's, a Database without replicas defaulted.
+    wait_registered(&env).await;
+    let api = databases(&env);
+    let (code, _, text) = refusal(
+        api.create(
+            &PostParams::default(),
+            &database("bad", "not a host!", Some(1)),
+        )
+        .await,
+    );
+    assert_eq!(code, 422, "{text}");
+    assert!(
+        text.contains("Database bad is invalid: spec.host: Invalid value: \"not a host!\""),
+        "{text}"
+    );
+    api.create(
+        &PostParams::default(),
+        &database("defaulted", "db.internal", None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api.get("defaulted").await.unwrap().data["spec"]["replicas"],
+        1
+    );
 
     put(host.plugin_dir(), &v2).await;
     host.wait_log("the changed Python build to be swapped in", |l| {
