@@ -67,6 +67,7 @@ def build(skip=False):
         "wasmop": rel / "wasmop",
         "native": rel / "database-config-native",
         "load": rel / "bench-load",
+        "admission-native": rel / "admission-native",
         "cr": WORK / "bin" / "database-config-cr",
         "kopf": venv / "bin" / "kopf",
         "cp": Path(cp_bin),

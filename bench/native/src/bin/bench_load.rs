@@ -9,6 +9,14 @@
 //! bench-load configmaps NS N                 create N ConfigMaps; print the sum of their JSON
 //!                                            sizes trimmed as wasmop's shared caches trim them
 //! bench-load targets   NS N                  create N wasmop.test/v1 Targets
+//! bench-load admit     NS N [--parallel P]   N dry-run creates of valid Databases, P at a
+//!                                            time (admission runs, nothing is stored); print
+//!                                            requests/s and per-create p50/p99 latency
+//! bench-load post URL CA_FILE N [--parallel P]
+//!                                            POST N AdmissionReviews of a valid Database
+//!                                            create straight to a webhook (no API server),
+//!                                            over P kept-alive TLS connections trusting
+//!                                            CA_FILE; print reviews/s and p50/p99
 //! ```
 //! The namespace is created if missing. The client is the default one (KUBECONFIG).
 
@@ -29,7 +37,7 @@ use serde_json::{Value, json};
 enum Error {
     /// The command line is wrong.
     #[error(
-        "usage: bench-load (converge|trickle|configmaps|targets) NAMESPACE COUNT [--parallel P] [--interval-ms MS] [--timeout-s S]: {0}"
+        "usage: bench-load (converge|trickle|configmaps|targets|admit) NAMESPACE COUNT [--parallel P] [--interval-ms MS] [--timeout-s S]: {0}"
     )]
     Usage(String),
     /// An API call failed.
@@ -293,6 +301,65 @@ async fn configmaps(client: Client, a: &Args) -> Result<Value, Error> {
     Ok(json!({ "objects": a.count, "trimmed_json_bytes": trimmed, "full_json_bytes": full }))
 }
 
+/// The latency at quantile `q` of sorted `samples`, in ms.
+fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1000.0
+}
+
+/// Dry-run creates: every admission step runs (mutating and validating webhooks, policies,
+/// the schema), nothing is written to etcd, so each configuration is measured on the same
+/// empty namespace.
+async fn admit(client: Client, a: &Args) -> Result<Value, Error> {
+    let dbs: Api<DynamicObject> = Api::namespaced_with(client, &a.namespace, &database_resource());
+    let objects = (0..a.count)
+        .map(|i| {
+            let mut o = database(i)?;
+            o.data["spec"]["replicas"] = json!(1 + i % 3);
+            Ok(o)
+        })
+        .collect::<Result<Vec<_>, serde_json::Error>>()
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let start = Instant::now();
+    let results: Vec<Result<Duration, String>> = stream::iter(objects.into_iter().map(|o| {
+        let (dbs, dry) = (dbs.clone(), dry.clone());
+        async move {
+            let t = Instant::now();
+            match dbs.create(&dry, &o).await {
+                Ok(_) => Ok(t.elapsed()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    }))
+    .buffer_unordered(a.parallel)
+    .collect()
+    .await;
+    let elapsed = start.elapsed();
+    let mut latencies: Vec<Duration> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().copied())
+        .collect();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    latencies.sort();
+    Ok(json!({
+        "requests": a.count,
+        "parallel": a.parallel,
+        "seconds": elapsed.as_secs_f64(),
+        "per_s": a.count as f64 / elapsed.as_secs_f64(),
+        "p50_ms": quantile_ms(&latencies, 0.5),
+        "p99_ms": quantile_ms(&latencies, 0.99),
+        "failures": failures.len(),
+        "first_failure": failures.first(),
+    }))
+}
+
 async fn targets(client: Client, a: &Args) -> Result<Value, Error> {
     let api: Api<DynamicObject> = Api::namespaced_with(client, &a.namespace, &target_resource());
     let objects = (0..a.count)
@@ -309,8 +376,160 @@ async fn targets(client: Client, a: &Args) -> Result<Value, Error> {
     Ok(json!({ "objects": a.count }))
 }
 
+/// A review's body: the AdmissionReview the API server would send for a create of `db-i`.
+fn admission_review(i: usize) -> Result<Vec<u8>, serde_json::Error> {
+    let object = serde_json::to_value(database(i)?)?;
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": format!("00000000-0000-0000-0000-{i:012}"),
+            "kind": {"group": "demo.wasmop.dev", "version": "v1", "kind": "Database"},
+            "resource": {"group": "demo.wasmop.dev", "version": "v1", "resource": "databases"},
+            "name": format!("db-{i:05}"),
+            "namespace": "admit-bench",
+            "operation": "CREATE",
+            "userInfo": {"username": "bench", "groups": ["system:authenticated"]},
+            "object": object,
+            "dryRun": false
+        }
+    }))
+}
+
+/// `post`: reviews straight to a webhook server, `parallel` connections at once.
+async fn post() -> Result<Value, Error> {
+    use http_body_util::{BodyExt, Full};
+    use rustls::pki_types::pem::PemObject;
+    let usage = |m: &str| Error::Usage(m.to_owned());
+    let mut it = std::env::args().skip(2);
+    let url = it.next().ok_or_else(|| usage("no URL"))?;
+    let ca = it.next().ok_or_else(|| usage("no CA file"))?;
+    let count: usize = it
+        .next()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| usage("COUNT must be a number"))?;
+    let parallel: usize = match (it.next().as_deref(), it.next()) {
+        (Some("--parallel"), Some(p)) => p.parse().map_err(|_| usage("--parallel P"))?,
+        _ => 1,
+    };
+    let uri: hyper::Uri = url.parse().map_err(|_| usage("URL"))?;
+    let host = uri.host().ok_or_else(|| usage("URL host"))?.to_owned();
+    let port = uri.port_u16().unwrap_or(443);
+    let path = uri.path().to_owned();
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(&ca).map_err(|e| usage(&format!("{ca}: {e}")))?;
+    roots
+        .add(
+            rustls::pki_types::CertificateDer::from_pem_slice(&pem)
+                .map_err(|e| usage(&e.to_string()))?,
+        )
+        .map_err(|e| usage(&e.to_string()))?;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| usage(&e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
+    let bodies: Vec<Vec<u8>> = (0..count)
+        .map(admission_review)
+        .collect::<Result<_, _>>()
+        .map_err(|e| usage(&e.to_string()))?;
+    let bodies = std::sync::Arc::new(bodies);
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..parallel.max(1) {
+        let (connector, host, path, bodies, next) = (
+            connector.clone(),
+            host.clone(),
+            path.clone(),
+            bodies.clone(),
+            next.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = tcp.set_nodelay(true);
+            let name =
+                rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+            let stream = connector
+                .connect(name, tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            let (mut latencies, mut failures) = (Vec::new(), 0usize);
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= bodies.len() {
+                    break;
+                }
+                let request = hyper::Request::post(path.as_str())
+                    .header(hyper::header::HOST, host.as_str())
+                    .header(hyper::header::CONTENT_TYPE, "application/json")
+                    .body(Full::new(hyper::body::Bytes::from(bodies[i].clone())))
+                    .map_err(|e| e.to_string())?;
+                let t = Instant::now();
+                let response = sender
+                    .send_request(request)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let ok = response.status() == 200;
+                let body = response
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .to_bytes();
+                let allowed = serde_json::from_slice::<Value>(&body)
+                    .is_ok_and(|v| v["response"]["allowed"] == true);
+                latencies.push(t.elapsed());
+                if !(ok && allowed) {
+                    failures += 1;
+                }
+            }
+            Ok::<_, String>((latencies, failures))
+        }));
+    }
+    let (mut latencies, mut failures) = (Vec::new(), 0);
+    for t in tasks {
+        let (l, f) = t
+            .await
+            .map_err(|e| usage(&e.to_string()))?
+            .map_err(|e| usage(&e))?;
+        latencies.extend(l);
+        failures += f;
+    }
+    let elapsed = start.elapsed();
+    latencies.sort();
+    Ok(json!({
+        "requests": count,
+        "parallel": parallel,
+        "seconds": elapsed.as_secs_f64(),
+        "per_s": count as f64 / elapsed.as_secs_f64(),
+        "p50_ms": quantile_ms(&latencies, 0.5),
+        "p99_ms": quantile_ms(&latencies, 0.99),
+        "failures": failures,
+    }))
+}
+
 #[tokio::main]
 async fn main() {
+    if std::env::args().nth(1).as_deref() == Some("post") {
+        match post().await {
+            Ok(v) => println!("{v}"),
+            Err(e) => {
+                eprintln!("bench-load: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let result = async {
         let a = args()?;
         let client = Client::try_default().await.map_err(|source| Error::Kube {
@@ -323,6 +542,7 @@ async fn main() {
             "trickle" => trickle(client, &a).await,
             "configmaps" => configmaps(client, &a).await,
             "targets" => targets(client, &a).await,
+            "admit" => admit(client, &a).await,
             other => Err(Error::Usage(format!("unknown command {other}"))),
         }
     }
