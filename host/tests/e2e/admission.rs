@@ -480,9 +480,12 @@ async fn a_new_version_of_a_webhook_takes_over_without_a_restart_or_a_failed_rev
     host.stop().await;
 }
 
-/// The certificate the webhook server presents to a new TLS connection, checked against the
-/// CA in `ca_pem` for the name 127.0.0.1.
-async fn served_certificate(port: u16, ca_pem: &[u8]) -> Vec<u8> {
+/// A TLS connection to the webhook server on loopback, trusting only the CA `ca_pem` for the
+/// name 127.0.0.1.
+async fn connect(
+    port: u16,
+    ca_pem: &[u8],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots
@@ -499,10 +502,16 @@ async fn served_certificate(port: u16, ca_pem: &[u8]) -> Vec<u8> {
         .await
         .unwrap();
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let tls = connector
+    connector
         .connect(name, tcp)
         .await
-        .expect("the CA verifies the served certificate");
+        .expect("the CA verifies the served certificate")
+}
+
+/// The certificate the webhook server presents to a new TLS connection, checked against the
+/// CA in `ca_pem` for the name 127.0.0.1.
+async fn served_certificate(port: u16, ca_pem: &[u8]) -> Vec<u8> {
+    let tls = connect(port, ca_pem).await;
     tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
 }
 
@@ -624,24 +633,8 @@ async fn a_plugin_may_review_only_what_it_may_read() {
 /// Sends one HTTP/1.1 request over TLS to the webhook server and returns the status code
 /// and body.
 async fn raw_request(port: u16, ca_pem: &[u8], head: &str, body: &[u8]) -> (u16, String) {
-    use rustls::pki_types::pem::PemObject;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem).unwrap())
-        .unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let mut tls = connect(port, ca_pem).await;
     let request = format!(
         "{head}\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
