@@ -1,9 +1,11 @@
 package wasmop
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -292,5 +294,87 @@ func TestDecodeNamesTextThatIsNoJSON(t *testing.T) {
 	err := decode([]byte(`{"engine":`), &s, false)
 	if err == nil || err.Error() != "invalid JSON: unexpected EOF" {
 		t.Fatalf("got %v", err)
+	}
+}
+
+type reviewedDB struct {
+	TypeMeta
+	ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Port     int  `json:"port"`
+		Replicas *int `json:"replicas,omitempty"`
+	} `json:"spec"`
+}
+
+func (*reviewedDB) DefaultKind() Kind {
+	return Kind{Group: "demo.wasmop.dev", Version: "v1", Kind: "Database", Namespaced: true}
+}
+
+type reviewer struct{}
+
+func (reviewer) Webhooks() Webhooks {
+	return Webhooks{Validating: &Webhook{Operations: []Operation{Create}}}
+}
+
+func (reviewer) Validate(_ *Context, r Review[*reviewedDB]) (Allowed, error) {
+	switch r.Object.Spec.Port {
+	case 0:
+		return Allowed{}, RefuseInvalid("spec.port: Invalid value: %d", 0)
+	case 1:
+		panic("a bug in the validator")
+	case 2:
+		return Allowed{}, errors.New("the validator broke")
+	}
+	return Allowed{Warnings: []string{"port " + strconv.Itoa(r.Object.Spec.Port)}}, nil
+}
+
+func (reviewer) Mutate(_ *Context, r Review[*reviewedDB]) (*reviewedDB, Allowed, error) {
+	if r.Object.Spec.Replicas != nil {
+		return nil, Allowed{}, nil
+	}
+	one := 1
+	r.Object.Spec.Replicas = &one
+	return r.Object, Allowed{}, nil
+}
+
+func TestAdmissionReviewsAreTypedRefusalsAreAnswersAndFailuresAreNot(t *testing.T) {
+	registeredAdmission = nil
+	defer func() { registeredAdmission = nil }()
+	RegisterAdmission[*reviewedDB](reviewer{})
+	if k := registeredAdmission.webhooks().Kind; k.Kind != "Database" {
+		t.Fatalf("the kind comes from DefaultKind: %+v", k)
+	}
+	review := func(port string) WireReview {
+		text := `{"apiVersion":"demo.wasmop.dev/v1","kind":"Database","metadata":{"name":"a","namespace":"s"},"spec":{"port":` + port + `,"extra":"kept"}}`
+		return WireReview{Operation: Create, Object: &text}
+	}
+	answer, failure := ServeReview(&fakeHost{}, false, Ref{}, review("5432"))
+	if failure != "" || answer.Denied != nil || len(answer.Warnings) != 1 || answer.Warnings[0] != "port 5432" {
+		t.Fatalf("admitted with a warning: %+v %q", answer, failure)
+	}
+	answer, _ = ServeReview(&fakeHost{}, false, Ref{}, review("0"))
+	if answer.Denied == nil || answer.Denied.Code != 422 || answer.Denied.Reason != "Invalid" {
+		t.Fatalf("refused as invalid: %+v", answer)
+	}
+	if _, failure = ServeReview(&fakeHost{}, false, Ref{}, review("1")); !strings.Contains(failure, "a bug in the validator") {
+		t.Fatalf("a panic is a failed review with its message: %q", failure)
+	}
+	if _, failure = ServeReview(&fakeHost{}, false, Ref{}, review("2")); failure != "the validator broke" {
+		t.Fatalf("an error that is not a refusal is a failed review: %q", failure)
+	}
+	if answer, _ = ServeReview(&fakeHost{}, false, Ref{}, review(`"x"`)); answer.Denied == nil || answer.Denied.Code != 400 {
+		t.Fatalf("an object that does not decode is a bad request: %+v", answer)
+	}
+	answer, failure = ServeReview(&fakeHost{}, true, Ref{}, review("5432"))
+	if failure != "" || answer.Object == nil {
+		t.Fatalf("mutated: %+v %q", answer, failure)
+	}
+	var changed map[string]any
+	if err := json.Unmarshal([]byte(*answer.Object), &changed); err != nil {
+		t.Fatal(err)
+	}
+	spec := changed["spec"].(map[string]any)
+	if spec["replicas"] != float64(1) || spec["extra"] != "kept" {
+		t.Fatalf("the change laid over the object, unknown fields kept: %v", spec)
 	}
 }

@@ -21,6 +21,10 @@ import (
 	"wit_component/wasmop_plugin_types"
 )
 
+// Host is the imports as the SDK's Host: the admission glue's reviews make their host calls
+// through it too.
+var Host wasmop.Host = host{}
+
 type (
 	actionResult = witTypes.Result[wasmop_plugin_reconciler.Action, wasmop_plugin_reconciler.Error]
 	kubeError    = wasmop_plugin_types.KubeError

@@ -26,7 +26,9 @@ use crate::harness::{
 };
 use wasmop_testenv::TestEnv;
 
-use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
+use crate::admission::{admission_section, database, free_port, refusal, wait_registered};
+use crate::database::{DATABASE_CRD, apply_database, databases, wait_config, wait_ready};
+use kube::api::PostParams;
 
 /// Databases the plugin converges.
 const DATABASES: usize = 5;
@@ -86,9 +88,10 @@ async fn go_database_config_converges_databases_and_a_changed_build_is_hot_reloa
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(DATABASE_CRD).await.unwrap();
     let config = format!(
-        "cacheDirectory: {}\n{}",
+        "cacheDirectory: {}\n{}{}",
         cache.display(),
-        confined(&env, &["database-config"], "")
+        confined(&env, &["database-config"], ""),
+        admission_section(free_port())
     );
     let mut host = Host::start(&env, &[], &config).await;
     put_as(host.plugin_dir(), "database-config.wasm", &v1).await;
@@ -120,6 +123,32 @@ async fn go_database_config_converges_databases_and_a_changed_build_is_hot_reloa
         );
         assert_eq!(wait_ready(&env, name).await, 1);
     }
+    // Its admission half, through the API server: a bad Database refused with the same
+    // message as the Rust plugin's, a Database without replicas defaulted.
+    wait_registered(&env).await;
+    let api = databases(&env);
+    let (code, _, text) = refusal(
+        api.create(
+            &PostParams::default(),
+            &database("bad", "not a host!", Some(1)),
+        )
+        .await,
+    );
+    assert_eq!(code, 422, "{text}");
+    assert!(
+        text.contains("Database bad is invalid: spec.host: Invalid value: \"not a host!\""),
+        "{text}"
+    );
+    api.create(
+        &PostParams::default(),
+        &database("defaulted", "db.internal", None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api.get("defaulted").await.unwrap().data["spec"]["replicas"],
+        1
+    );
 
     put_as(host.plugin_dir(), "database-config.wasm", &v2).await;
     host.wait_log("the changed Go build to be swapped in", |l| {

@@ -72,6 +72,22 @@ fn go_database_config_passes_the_rust_plugins_golden_cases() {
     run_twin_cases("database-config");
 }
 
+/// Its admission half too: the Rust plugin's review cases (`tests/admission`), as
+/// `wasmop test --validate/--mutate` runs them.
+#[test]
+fn go_database_config_passes_the_rust_plugins_admission_cases() {
+    let cache = cache("database-config");
+    golden_runner::run_admission_cases_in(
+        &wasmop_go_plugins::component("database-config"),
+        &wasmop_go_plugins::twin_cases("database-config")
+            .parent()
+            .expect("tests/cases has a parent")
+            .join("admission"),
+        &|component, config| load_cached(&cache, component, config),
+        golden_runner::Expected::Twin,
+    );
+}
+
 #[test]
 fn go_namespace_defaults_passes_the_rust_plugins_golden_cases() {
     run_twin_cases("namespace-defaults");
