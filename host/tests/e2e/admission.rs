@@ -34,7 +34,7 @@ pub(crate) fn admission_section(port: u16) -> String {
     )
 }
 
-pub(crate) fn database(name: &str, host: &str, replicas: Option<u32>) -> DynamicObject {
+fn database(name: &str, host: &str, replicas: Option<u32>) -> DynamicObject {
     let mut spec = json!({"engine": "postgres", "host": host, "port": 5432});
     if let Some(r) = replicas {
         spec["replicas"] = r.into();
@@ -49,7 +49,7 @@ pub(crate) fn database(name: &str, host: &str, replicas: Option<u32>) -> Dynamic
 }
 
 /// The API error of a refused create: (code, reason, message).
-pub(crate) fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String, String) {
+fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, String, String) {
     match result {
         Err(kube::Error::Api(status)) => (status.code, status.reason, status.message),
         other => panic!("expected the API server to refuse the create, got {other:?}"),
@@ -59,7 +59,7 @@ pub(crate) fn refusal(result: Result<DynamicObject, kube::Error>) -> (u16, Strin
 /// Waits until the API server calls the host's webhooks for Databases: a dry-run create
 /// without `replicas` passes the schema (which requires it) only once the mutating webhook
 /// defaults it, and one with a bad host is refused only once the validating webhook runs.
-pub(crate) async fn wait_registered(env: &TestEnv) {
+async fn wait_registered(env: &TestEnv) {
     let api = databases(env);
     let dry = PostParams {
         dry_run: true,
@@ -82,6 +82,35 @@ pub(crate) async fn wait_registered(env: &TestEnv) {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// A `database-config` (in any language) serving its webhooks through the API server: a bad
+/// Database refused with the Rust plugin's message, a Database without replicas defaulted.
+pub(crate) async fn database_config_reviews(env: &TestEnv) {
+    wait_registered(env).await;
+    let api = databases(env);
+    let (code, _, text) = refusal(
+        api.create(
+            &PostParams::default(),
+            &database("bad", "not a host!", Some(1)),
+        )
+        .await,
+    );
+    assert_eq!(code, 422, "{text}");
+    assert!(
+        text.contains("Database bad is invalid: spec.host: Invalid value: \"not a host!\""),
+        "{text}"
+    );
+    api.create(
+        &PostParams::default(),
+        &database("defaulted", "db.internal", None),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api.get("defaulted").await.unwrap().data["spec"]["replicas"],
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -26,9 +26,8 @@ use crate::harness::{
 };
 use wasmop_testenv::TestEnv;
 
-use crate::admission::{admission_section, database, free_port, refusal, wait_registered};
-use crate::database::{DATABASE_CRD, apply_database, databases, wait_config, wait_ready};
-use kube::api::PostParams;
+use crate::admission::{admission_section, database_config_reviews, free_port};
+use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
 
 /// Databases the plugin converges.
 const DATABASES: usize = 5;
@@ -123,32 +122,8 @@ async fn go_database_config_converges_databases_and_a_changed_build_is_hot_reloa
         );
         assert_eq!(wait_ready(&env, name).await, 1);
     }
-    // Its admission half, through the API server: a bad Database refused with the same
-    // message as the Rust plugin's, a Database without replicas defaulted.
-    wait_registered(&env).await;
-    let api = databases(&env);
-    let (code, _, text) = refusal(
-        api.create(
-            &PostParams::default(),
-            &database("bad", "not a host!", Some(1)),
-        )
-        .await,
-    );
-    assert_eq!(code, 422, "{text}");
-    assert!(
-        text.contains("Database bad is invalid: spec.host: Invalid value: \"not a host!\""),
-        "{text}"
-    );
-    api.create(
-        &PostParams::default(),
-        &database("defaulted", "db.internal", None),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        api.get("defaulted").await.unwrap().data["spec"]["replicas"],
-        1
-    );
+    // Its admission half, through the API server, answering as the Rust plugin's does.
+    database_config_reviews(&env).await;
 
     put_as(host.plugin_dir(), "database-config.wasm", &v2).await;
     host.wait_log("the changed Go build to be swapped in", |l| {
