@@ -330,19 +330,7 @@ impl Authority {
                 ..ObjectMeta::default()
             },
             type_: Some("Opaque".into()),
-            data: Some(
-                [
-                    (
-                        CA_CERT_KEY.to_owned(),
-                        ByteString(fresh.ca_pem.clone().into_bytes()),
-                    ),
-                    (
-                        CA_KEY_KEY.to_owned(),
-                        ByteString(fresh.issuer.key().serialize_pem().into_bytes()),
-                    ),
-                ]
-                .into(),
-            ),
+            data: Some(fresh.secret_data()),
             ..Secret::default()
         };
         match api.create(&PostParams::default(), &secret).await {
@@ -382,6 +370,21 @@ impl Authority {
             ca_pem,
             issuer: Issuer::new(ca_params(), key),
         })
+    }
+
+    /// What the CA Secret holds: the certificate and the key, PEM.
+    fn secret_data(&self) -> std::collections::BTreeMap<String, ByteString> {
+        [
+            (
+                CA_CERT_KEY.to_owned(),
+                ByteString(self.ca_pem.clone().into_bytes()),
+            ),
+            (
+                CA_KEY_KEY.to_owned(),
+                ByteString(self.issuer.key().serialize_pem().into_bytes()),
+            ),
+        ]
+        .into()
     }
 
     /// The CA certificate, PEM: the webhook configurations' `caBundle`.
@@ -521,19 +524,7 @@ mod tests {
     fn a_ca_rebuilt_from_its_secret_issues_certificates_its_own_certificate_verifies() {
         let fresh = Authority::generate().expect("CA");
         let secret = Secret {
-            data: Some(
-                [
-                    (
-                        CA_CERT_KEY.to_owned(),
-                        ByteString(fresh.ca_pem.clone().into_bytes()),
-                    ),
-                    (
-                        CA_KEY_KEY.to_owned(),
-                        ByteString(fresh.issuer.key().serialize_pem().into_bytes()),
-                    ),
-                ]
-                .into(),
-            ),
+            data: Some(fresh.secret_data()),
             ..Secret::default()
         };
         let again = Authority::from_secret(&secret, "ns", "ca").expect("usable");

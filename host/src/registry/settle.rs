@@ -83,19 +83,21 @@ impl Registry {
         })?;
         let name = probe.info().name.clone();
         let settings = self.config.plugin(&name).clone();
-        check_grants(
-            probe.info(),
-            &settings.grants,
-            &self.config.sensitive_kinds(),
-        )
-        .map_err(|error| {
+        // The operator's grants do not cover what the version asks for.
+        let refused = |error| {
             let rejection = Rejection::Refused {
                 key: key(),
                 location: source(),
                 error,
             };
             Box::new((Some(name.clone()), rejection))
-        })?;
+        };
+        check_grants(
+            probe.info(),
+            &settings.grants,
+            &self.config.sensitive_kinds(),
+        )
+        .map_err(refused)?;
         let options = LoadOptions {
             policy: Policy {
                 namespaces: settings.namespaces.clone(),
@@ -126,14 +128,7 @@ impl Registry {
                 .filter_map(|k| admission.registration(k))
                 .flat_map(|r| &r.rules)
                 .map(|r| (r.kind.group.as_str(), r.kind.kind.as_str()));
-            check_reviews(&name, kinds, plugin.grants(), &settings.grants).map_err(|error| {
-                let rejection = Rejection::Refused {
-                    key: key(),
-                    location: source(),
-                    error,
-                };
-                Box::new((Some(name.clone()), rejection))
-            })?;
+            check_reviews(&name, kinds, plugin.grants(), &settings.grants).map_err(refused)?;
         }
         Ok((plugin, settings))
     }
