@@ -305,17 +305,28 @@ mod tests {
     #[test]
     fn a_new_version_string_alone_keeps_the_watches() {
         assert!(same_watches(
-            &info("1", &["ConfigMap"]),
-            &info("2", &["ConfigMap"])
+            Some(&info("1", &["ConfigMap"])),
+            Some(&info("2", &["ConfigMap"]))
         ));
     }
 
     #[test]
     fn other_kinds_or_finalizer_need_a_restart() {
-        assert!(!same_watches(&info("1", &[]), &info("2", &["ConfigMap"])));
+        assert!(!same_watches(
+            Some(&info("1", &[])),
+            Some(&info("2", &["ConfigMap"]))
+        ));
         let mut with_finalizer = info("2", &[]);
         with_finalizer.finalizer = Some("example.com/cleanup".into());
-        assert!(!same_watches(&info("1", &[]), &with_finalizer));
+        assert!(!same_watches(Some(&info("1", &[])), Some(&with_finalizer)));
+    }
+
+    #[test]
+    fn gaining_or_losing_the_reconciler_starts_or_stops_the_controller() {
+        assert!(!same_watches(None, Some(&info("2", &[]))));
+        assert!(!same_watches(Some(&info("1", &[])), None));
+        // Admission only, before and after: no controller to restart.
+        assert!(same_watches(None, None));
     }
 
     #[test]

@@ -127,6 +127,10 @@ pub(crate) struct PluginCtx {
     /// The version reconciles call: each reconcile takes the current one when it starts and
     /// finishes on it, so a swap never interrupts a call.
     plugin: watch::Receiver<Plugin>,
+    /// What the version the controller started with declared: its kinds and finalizer. A
+    /// version swapped in declares the same (the registry restarts the controller when
+    /// they differ), but for its version string.
+    info: Arc<PluginInfo>,
     /// The cluster as this plugin's host calls see it (confined to its namespaces).
     cluster: Arc<dyn Cluster>,
     shared: Shared,
@@ -146,15 +150,17 @@ impl PluginCtx {
     /// The context of a plugin run with `settings`, calling whichever version `version` holds.
     fn new(
         version: watch::Receiver<Plugin>,
+        info: &PluginInfo,
         settings: &PluginSettings,
         shared: &Shared,
         primary: Primary,
         selector: Option<LabelSelector>,
         streak: Arc<streak::Streak>,
     ) -> Self {
-        let name = version.borrow().info().name.to_string();
+        let name = info.name.to_string();
         Self {
             plugin: version,
+            info: Arc::new(info.clone()),
             cluster: shared.plugin_cluster(&name, settings.namespaces.clone()),
             shared: shared.clone(),
             primary,
@@ -231,6 +237,9 @@ pub enum ControllerError {
         #[source]
         source: wasmop_core::cluster::selector::SelectorError,
     },
+    /// The plugin only serves admission: it has nothing to reconcile.
+    #[error("plugin `{0}` exports no reconciler: it serves admission only, and has no controller")]
+    NoReconciler(String),
 }
 
 /// Runs the plugin until `shared.shutdown` fires, calling whichever version `version` holds
@@ -244,17 +253,21 @@ pub async fn run(
     streak: Arc<streak::Streak>,
 ) -> Result<(), ControllerError> {
     let plugin = version.borrow().clone();
-    let info = plugin.info().clone();
+    let Some(info) = plugin.reconciler().cloned() else {
+        return Err(ControllerError::NoReconciler(plugin.name().to_string()));
+    };
     let name = info.name.to_string();
     let selector = primary_selector(&info)?;
-    let Some(kinds) = kinds::wait_for_kinds(&plugin, &shared).await else {
+    let Some(kinds) = kinds::wait_for_kinds(&info, &shared).await else {
         return Ok(());
     };
     let primary = Primary {
         resource: Arc::new(kinds.primary.resource.clone()),
         namespaced: kinds.primary.namespaced,
     };
-    let ctx = PluginCtx::new(version, &settings, &shared, primary, selector, streak);
+    let ctx = PluginCtx::new(
+        version, &info, &settings, &shared, primary, selector, streak,
+    );
     let ctx = Arc::new(ctx);
     starting(&shared, &name, &settings, &kinds);
     let scopes: Vec<Option<String>> = match &settings.namespaces {

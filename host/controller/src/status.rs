@@ -31,6 +31,9 @@ pub enum State {
     Failed,
     /// Its controller stopped (shutdown, or removed).
     Stopped,
+    /// It serves admission reviews only: it exports no reconciler, so it has no controller,
+    /// and every replica serves its webhooks, leader or not.
+    Reviewing,
 }
 
 impl State {

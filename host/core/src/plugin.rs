@@ -115,6 +115,42 @@ pub struct PluginInfo {
     pub permissions: Vec<Permission>,
 }
 
+/// What the policy judges of a plugin: its name, its reconciler's declaration when it
+/// reconciles, and the reads its admission half asks for beyond them (`get` and `list`
+/// only, checked when the declaration is). A plugin that only serves admission has no
+/// reconciler: it holds only those reads (and sees the objects it reviews).
+#[derive(Debug, Clone, Copy)]
+pub struct Declared<'a> {
+    /// The plugin's name.
+    pub name: &'a PluginName,
+    /// What its reconciler declared; `None` for a plugin that only serves admission.
+    pub reconciler: Option<&'a PluginInfo>,
+    /// The reads its admission half asks for.
+    pub review_reads: &'a [Permission],
+}
+
+impl<'a> Declared<'a> {
+    /// Every permission it asks for beyond its kinds: its reconciler's, then its admission
+    /// half's.
+    pub fn permissions(&self) -> impl Iterator<Item = &'a Permission> + use<'a> {
+        self.reconciler
+            .map(|i| i.permissions.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .chain(self.review_reads)
+    }
+}
+
+impl<'a> From<&'a PluginInfo> for Declared<'a> {
+    fn from(info: &'a PluginInfo) -> Self {
+        Self {
+            name: &info.name,
+            reconciler: Some(info),
+            review_reads: &[],
+        }
+    }
+}
+
 /// Why a plugin name is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PluginNameError {

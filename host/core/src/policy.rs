@@ -1,4 +1,4 @@
-//! Grants: what one plugin may do, derived from what it declares ([`PluginInfo`]) and what the
+//! Grants: what one plugin may do, derived from what it declares ([`Declared`]) and what the
 //! operator allows ([`Policy`]). Every host call is checked against them; a refusal is a
 //! [`Denial`], which the guest sees as `kube-error::denied` and the operator as a typed outcome.
 //!
@@ -21,7 +21,7 @@ mod refused;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::plugin::{Permission, PluginInfo, Verb};
+use crate::plugin::{Declared, Permission, Verb};
 
 pub use self::refused::{PluginRefused, check_grants, check_reviews};
 
@@ -270,8 +270,13 @@ impl Grants {
 
     /// Derives the grants: the primary kind may be read, patched, applied and have its status
     /// patched; owned kinds may be read and written; watched kinds may be read; extra
-    /// permissions are granted as the policy says.
-    pub fn new(info: &PluginInfo, policy: &Policy) -> Result<Self, PolicyError> {
+    /// permissions (the reconciler's and the admission half's) are granted as the policy
+    /// says. A plugin without a reconciler holds only its permissions.
+    pub fn new<'a>(
+        declared: impl Into<Declared<'a>>,
+        policy: &Policy,
+    ) -> Result<Self, PolicyError> {
+        let declared = declared.into();
         let mut kinds: BTreeMap<(String, String), KindGrant> = BTreeMap::new();
         let mut implied = |group: &str, kind: &str, verbs: &[Verb]| {
             let entry = kinds
@@ -296,23 +301,25 @@ impl Grants {
                 entry.add(verbs, &p.namespaces);
             }
         };
-        implied(&info.primary.group, &info.primary.kind, &PRIMARY_VERBS);
-        for owned in &info.owns {
-            implied(&owned.group, &owned.kind, &OWNED_VERBS);
+        if let Some(info) = declared.reconciler {
+            implied(&info.primary.group, &info.primary.kind, &PRIMARY_VERBS);
+            for owned in &info.owns {
+                implied(&owned.group, &owned.kind, &OWNED_VERBS);
+            }
+            for watch in &info.watches {
+                implied(&watch.kind.group, &watch.kind.kind, &WATCHED_VERBS);
+            }
         }
-        for watch in &info.watches {
-            implied(&watch.kind.group, &watch.kind.kind, &WATCHED_VERBS);
-        }
-        for p in &info.permissions {
+        for p in declared.permissions() {
             if p.kind.contains('*') || p.group.contains('*') {
                 return Err(PolicyError::Wildcard {
-                    plugin: info.name.to_string(),
+                    plugin: declared.name.to_string(),
                     kind: kind_label(&p.group, &p.kind),
                 });
             }
             if policy.extra_permissions == ExtraPermissions::Refuse {
                 return Err(PolicyError::ExtraPermissionRefused {
-                    plugin: info.name.to_string(),
+                    plugin: declared.name.to_string(),
                     kind: kind_label(&p.group, &p.kind),
                     verbs: p
                         .verbs
@@ -446,7 +453,7 @@ impl fmt::Display for Grants {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::{Mapping, Permission, PluginName, Watch};
+    use crate::plugin::{Mapping, Permission, PluginInfo, PluginName, Watch};
     use kube_core::GroupVersionKind;
 
     fn info(permissions: Vec<Permission>) -> PluginInfo {

@@ -207,7 +207,7 @@ impl Harness {
             ),
         };
         Ok(ReviewedReport {
-            plugin: self.plugin().info().name.to_string(),
+            plugin: self.plugin().name().to_string(),
             call: scenario.kind.as_str(),
             request,
             result,

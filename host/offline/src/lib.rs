@@ -128,6 +128,12 @@ pub enum OfflineError {
     /// A blocking helper could not start its async runtime.
     #[error("cannot start an async runtime")]
     AsyncRuntime(#[source] std::io::Error),
+    /// A reconcile was asked of a plugin that only serves admission.
+    #[error(
+        "plugin `{0}` has no reconciler (it exports `admission` only): review an \
+         AdmissionReview with `--validate` or `--mutate` instead"
+    )]
+    NoReconciler(String),
 }
 
 /// Parses YAML that holds objects: several documents, each an object or a `List` (`items`).
@@ -325,6 +331,9 @@ impl Harness {
         &self,
         scenario: &Scenario,
     ) -> Result<(Report, Arc<MemoryCluster>), OfflineError> {
+        if self.plugin.reconciler().is_none() {
+            return Err(OfflineError::NoReconciler(self.plugin.name().to_string()));
+        }
         let cluster = Arc::new(MemoryCluster::new());
         // One seeding, so that versions the harness assigns are above every given one.
         cluster
@@ -362,7 +371,7 @@ impl Harness {
             .await;
         let outcome = done.outcome;
         let report = Report {
-            plugin: self.plugin.info().name.to_string(),
+            plugin: self.plugin.name().to_string(),
             call,
             object: (&request.target).into(),
             writes: cluster

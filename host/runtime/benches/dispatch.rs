@@ -344,7 +344,7 @@ fn main() -> anyhow::Result<()> {
             target: request.target.clone(),
             object: RequestObject::Text(serde_json::to_string(value)?),
         };
-        let name = plugin.info().name.clone();
+        let name = plugin.name().clone();
 
         let first = plugin.call(cluster.clone(), Call::reconcile(text_request.clone())).await.outcome;
         anyhow::ensure!(

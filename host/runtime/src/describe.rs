@@ -1,6 +1,6 @@
 //! Calling `describe` once at load, under its own short deadline and outside the limit on
 //! concurrent loads, and turning the WIT `info` record into a validated [`PluginInfo`]
-//! ([`declared`]).
+//! ([`declared`]) and the `admission-info` record into an [`AdmissionInfo`] ([`admission`]).
 //!
 //! # Why describe cannot hold up other loads
 //! A `describe` that loops would otherwise hold a load's place for the call deadline (10 s
@@ -26,14 +26,15 @@ use wasmop_core::plugin::{PluginInfo, PluginName};
 use wasmop_core::policy::Grants;
 
 /// Calls `describe` in a fresh instance of `pre` (compiled by `engine`: the main one, or the
-/// Winch engine of a tiered load) and validates what it returns: the reconciler's `info`,
-/// and the admission half's declaration when the component exports `admission`.
+/// Winch engine of a tiered load) and validates what it returns: the reconciler's `info`
+/// when the component exports `reconciler`, the admission half's declaration when it exports
+/// `admission`, and the name and version they share.
 pub(crate) async fn describe(
     runtime: &Runtime,
     engine: &wasmtime::Engine,
     pre: &PluginPre,
     limits: &Limits,
-) -> Result<(PluginInfo, Option<AdmissionInfo>), LoadError> {
+) -> Result<Declaration, LoadError> {
     let Ok(_describing) = runtime.inner.describing.acquire().await else {
         unreachable!("the describe semaphore is never closed");
     };
@@ -83,13 +84,34 @@ pub(crate) async fn describe(
         Ok(Err(e)) => return Err(LoadError::Describe(failure(&e, state, &printed, limits))),
         Ok(Ok(described)) => described,
     };
-    let Some(info) = described.info else {
-        return Err(LoadError::AdmissionOnly);
+    let reconciler = described.info.map(declared::convert_info).transpose()?;
+    let (name, version) = match (&reconciler, &described.admission) {
+        (Some(info), _) => (info.name.clone(), info.version.clone()),
+        (None, Some(a)) => (admission::identity(a)?, a.version.clone()),
+        (None, None) => unreachable!("a component exports `reconciler` or `admission`"),
     };
-    let info = declared::convert_info(info)?;
     let admission = described
         .admission
-        .map(|a| admission::convert_admission(a, &info))
+        .map(|a| admission::convert_admission(a, reconciler.as_ref()))
         .transpose()?;
-    Ok((info, admission))
+    Ok(Declaration {
+        name,
+        version,
+        reconciler,
+        admission,
+    })
+}
+
+/// What a version declared in `describe`, validated: its name and version, and its
+/// halves (at least one).
+/// `A` is how the admission declaration is held (shared, once the version is loaded).
+pub(crate) struct Declaration<A = AdmissionInfo> {
+    /// The plugin's name.
+    pub(crate) name: PluginName,
+    /// Its own version string.
+    pub(crate) version: String,
+    /// What its reconciler declared; `None` for a plugin that only serves admission.
+    pub(crate) reconciler: Option<PluginInfo>,
+    /// What its admission half declared, when it exports `admission`.
+    pub(crate) admission: Option<A>,
 }

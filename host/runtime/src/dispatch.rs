@@ -77,7 +77,7 @@ pub(crate) async fn call(
     }
     let span = tracing::info_span!(
         "reconcile",
-        plugin = %plugin.info.name,
+        plugin = %plugin.name,
         "object.ref" = %call.request.target,
         plugin.digest = %plugin.digest.short(),
         entry = ?call.entry,

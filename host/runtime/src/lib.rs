@@ -59,7 +59,7 @@ pub use self::settings::{
 };
 pub use self::tiered::TieringStats;
 use wasmop_core::cluster::Cluster;
-use wasmop_core::plugin::{ComponentBytes, Digest, PluginInfo};
+use wasmop_core::plugin::{ComponentBytes, Declared, Digest, PluginInfo, PluginName};
 use wasmop_core::policy::{Grants, Policy};
 
 /// Why the runtime cannot start.
@@ -258,7 +258,12 @@ pub(crate) struct PluginInner {
     /// Keeps the engine and its epoch ticker alive as long as any version of a plugin is:
     /// without ticks, deadlines would never fire.
     runtime: Arc<RuntimeInner>,
-    info: PluginInfo,
+    /// The plugin's name, as `describe` gave it.
+    name: PluginName,
+    /// Its own version string.
+    version: String,
+    /// What its reconciler declared; `None` for a plugin that only serves admission.
+    reconciler: Option<PluginInfo>,
     /// What its admission half declared, when it exports `admission`.
     admission: Option<Arc<admission::AdmissionInfo>>,
     digest: Digest,
@@ -283,9 +288,31 @@ pub struct Plugin {
 }
 
 impl Plugin {
-    /// What the plugin declared.
-    pub fn info(&self) -> &PluginInfo {
-        &self.inner.info
+    /// The plugin's name, as it declared it.
+    pub fn name(&self) -> &PluginName {
+        &self.inner.name
+    }
+
+    /// The plugin's own version string, as it declared it.
+    pub fn version(&self) -> &str {
+        &self.inner.version
+    }
+
+    /// What the plugin's reconciler declared: its kinds, finalizer and permissions. `None`
+    /// for a plugin that only serves admission (it exports `admission` without `reconciler`):
+    /// such a plugin has no controller, and [`call`](Self::call) ends in a trap.
+    pub fn reconciler(&self) -> Option<&PluginInfo> {
+        self.inner.reconciler.as_ref()
+    }
+
+    /// What the policy judges: its name, its reconciler's declaration, and the reads its
+    /// admission half asks for.
+    pub fn declared(&self) -> Declared<'_> {
+        declared(
+            &self.inner.name,
+            self.inner.reconciler.as_ref(),
+            self.inner.admission.as_deref(),
+        )
     }
 
     /// The sha256 of its component bytes.
@@ -371,8 +398,23 @@ impl Plugin {
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
-            .field("name", &self.inner.info.name)
+            .field("name", &self.inner.name)
             .field("digest", &self.inner.digest)
             .finish_non_exhaustive()
+    }
+}
+
+/// The policy's view of a plugin's declarations (see [`Plugin::declared`]).
+pub(crate) fn declared<'a>(
+    name: &'a PluginName,
+    reconciler: Option<&'a PluginInfo>,
+    admission: Option<&'a AdmissionInfo>,
+) -> Declared<'a> {
+    Declared {
+        name,
+        reconciler,
+        review_reads: admission
+            .map(|a| a.permissions.as_slice())
+            .unwrap_or_default(),
     }
 }

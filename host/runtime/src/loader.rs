@@ -21,12 +21,12 @@ use wasmtime::component::Component;
 use super::admission::AdmissionInfo;
 use super::call::PluginShared;
 use super::contract::PluginPre;
-use super::describe::{DeclarationError, describe};
+use super::describe::{Declaration, DeclarationError, describe};
 use super::outcome::Outcome;
 use super::tiered::{Code, CodeCell, promote_later};
 use super::wasi::WasiPool;
 use super::{Compiler, LoadOptions, PluginInner, Runtime};
-use wasmop_core::plugin::{ComponentBytes, Digest, PluginInfo};
+use wasmop_core::plugin::{ComponentBytes, Digest};
 use wasmop_core::policy::{Grants, PolicyError};
 
 /// Why a plugin cannot be loaded.
@@ -105,7 +105,7 @@ pub enum LoadError {
         second: String,
     },
     /// Required exports are missing or have the wrong types.
-    #[error("the component's `wasmop:plugin/reconciler` export is incomplete")]
+    #[error("the component's `wasmop:plugin` reconciler or admission export is incomplete")]
     MissingExports(#[source] wasmtime::Error),
     /// Imports the host does not provide.
     #[error("the component imports what wasmop does not provide: {imports}")]
@@ -119,12 +119,6 @@ pub enum LoadError {
     /// `describe` did not return normally.
     #[error("`describe` failed: {0}")]
     Describe(Outcome),
-    /// The component exports `admission` but not `reconciler`.
-    #[error(
-        "the component exports `wasmop:plugin/admission` without `reconciler`: this host \
-         serves admission from plugins that also reconcile (world `plugin-with-admission`)"
-    )]
-    AdmissionOnly,
     /// The declaration is invalid.
     #[error("the plugin's declaration is invalid")]
     Declaration(#[from] DeclarationError),
@@ -316,13 +310,20 @@ pub(crate) async fn load(
         .instantiate_pre(&component)
         .map_err(LoadError::ImportMismatch)?;
     let pre = PluginPre::new(contract, instance_pre).map_err(LoadError::MissingExports)?;
-    let (info, admission) = describe(runtime, engine, &pre, &limits).await?;
+    let declared = describe(runtime, engine, &pre, &limits).await?;
     if stats.mapped {
         // Mapped from an artefact file: what loading and `describe` touched need not stay
         // resident (see `image`).
         image::release(&component);
     }
-    let grants = Grants::new(&info, &options.policy)?;
+    let grants = Grants::new(
+        super::declared(
+            &declared.name,
+            declared.reconciler.as_ref(),
+            declared.admission.as_ref(),
+        ),
+        &options.policy,
+    )?;
     let code = CodeCell::new(Code {
         engine: engine.clone(),
         pre,
@@ -333,24 +334,28 @@ pub(crate) async fn load(
             runtime,
             bytes,
             digest,
-            info.name.clone(),
+            declared.name.clone(),
             &code,
             contract,
             stats.compile_time,
         );
     }
-    tracing::info!(plugin = %info.name, version = %info.version, digest = %digest.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, "plugin loaded");
+    tracing::info!(plugin = %declared.name, version = %declared.version, digest = %digest.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, reconciles = declared.reconciler.is_some(), reviews = declared.admission.is_some(), "plugin loaded");
     Ok(super::Plugin {
         inner: std::sync::Arc::new(plugin_inner(
             runtime,
             PluginShared {
-                plugin: info.name.clone(),
+                plugin: declared.name.clone(),
                 grants,
                 config_json: options.config.to_string(),
                 limits,
             },
-            info,
-            admission.map(Arc::new),
+            Declaration {
+                name: declared.name,
+                version: declared.version,
+                reconciler: declared.reconciler,
+                admission: declared.admission.map(Arc::new),
+            },
             digest,
             code,
             stats,
@@ -370,18 +375,22 @@ pub(crate) fn with_options(
         inner: inner.runtime.clone(),
     };
     let limits = check_options(&runtime, &options)?;
-    let grants = Grants::new(&inner.info, &options.policy)?;
+    let grants = Grants::new(plugin.declared(), &options.policy)?;
     Ok(super::Plugin {
         inner: std::sync::Arc::new(plugin_inner(
             &runtime,
             PluginShared {
-                plugin: inner.info.name.clone(),
+                plugin: inner.name.clone(),
                 grants,
                 config_json: options.config.to_string(),
                 limits,
             },
-            inner.info.clone(),
-            inner.admission.clone(),
+            Declaration {
+                name: inner.name.clone(),
+                version: inner.version.clone(),
+                reconciler: inner.reconciler.clone(),
+                admission: inner.admission.clone(),
+            },
             inner.digest,
             Arc::clone(&inner.code),
             inner.stats.clone(),
@@ -394,8 +403,7 @@ pub(crate) fn with_options(
 fn plugin_inner(
     runtime: &Runtime,
     shared: PluginShared,
-    info: PluginInfo,
-    admission: Option<Arc<AdmissionInfo>>,
+    declared: Declaration<Arc<AdmissionInfo>>,
     digest: Digest,
     code: Arc<CodeCell>,
     stats: LoadStats,
@@ -409,8 +417,10 @@ fn plugin_inner(
     PluginInner {
         runtime: runtime.inner.clone(),
         shared: std::sync::Arc::new(shared),
-        info,
-        admission,
+        name: declared.name,
+        version: declared.version,
+        reconciler: declared.reconciler,
+        admission: declared.admission,
         digest,
         wasi,
         code,

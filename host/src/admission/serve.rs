@@ -217,7 +217,7 @@ impl Server {
         started: Instant,
     ) -> AdmissionResponse {
         let plugin = webhook.plugin.clone();
-        let name = plugin.info().name.clone();
+        let name = plugin.name().clone();
         let Some(registration) = webhook.registration(kind).cloned() else {
             return response;
         };

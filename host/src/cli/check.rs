@@ -45,9 +45,47 @@ fn shown(s: &str) -> String {
 
 /// The human-readable summary `check` prints.
 pub(crate) fn render(file: &std::path::Path, plugin: &Plugin, engine: &AllocatorMode) -> String {
+    let mut out = artefact(file, plugin, engine);
+    let _ = writeln!(out, "name:        {}", plugin.name());
+    let _ = writeln!(out, "version:     {}", shown(plugin.version()));
+    match plugin.reconciler() {
+        Some(info) => reconciler(&mut out, info),
+        None => {
+            let _ = writeln!(out, "reconciler:  none (it serves admission only)");
+        }
+    }
+    match plugin.admission() {
+        None => {
+            let _ = writeln!(out, "webhooks:    none");
+        }
+        Some(admission) => {
+            let _ = writeln!(out, "webhooks:");
+            for (what, registration) in [
+                ("validating", &admission.validating),
+                ("mutating", &admission.mutating),
+            ] {
+                if let Some(r) = registration {
+                    let _ = writeln!(out, "  {what}: {}", webhook_line(r));
+                }
+            }
+            if !admission.permissions.is_empty() {
+                let reads = admission.permissions.iter().map(permission_line);
+                let _ = writeln!(out, "  reads: {}", list(reads));
+            }
+        }
+    }
+    let _ = writeln!(out, "grants:");
+    for line in plugin.grants().to_string().lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+/// The summary's lines about the reconciler: its kinds, finalizer and permissions.
+fn reconciler(out: &mut String, info: &PluginInfo) {
     let PluginInfo {
-        name,
-        version,
+        name: _,
+        version: _,
         primary,
         primary_selector,
         owns,
@@ -55,10 +93,7 @@ pub(crate) fn render(file: &std::path::Path, plugin: &Plugin, engine: &Allocator
         finalizer,
         reconcile_on_metadata_change,
         permissions,
-    } = plugin.info();
-    let mut out = artefact(file, plugin, engine);
-    let _ = writeln!(out, "name:        {name}");
-    let _ = writeln!(out, "version:     {}", shown(version));
+    } = info;
     let _ = write!(out, "primary:     {}", gvk(primary));
     if let Some(s) = primary_selector {
         let _ = write!(out, " (selector: {})", shown(s));
@@ -78,27 +113,6 @@ pub(crate) fn render(file: &std::path::Path, plugin: &Plugin, engine: &Allocator
     );
     let permissions = permissions.iter().map(permission_line);
     let _ = writeln!(out, "permissions: {}", list(permissions));
-    match plugin.admission() {
-        None => {
-            let _ = writeln!(out, "webhooks:    none");
-        }
-        Some(admission) => {
-            let _ = writeln!(out, "webhooks:");
-            for (what, registration) in [
-                ("validating", &admission.validating),
-                ("mutating", &admission.mutating),
-            ] {
-                if let Some(r) = registration {
-                    let _ = writeln!(out, "  {what}: {}", webhook_line(r));
-                }
-            }
-        }
-    }
-    let _ = writeln!(out, "grants:");
-    for line in plugin.grants().to_string().lines() {
-        let _ = writeln!(out, "  {line}");
-    }
-    out
 }
 
 /// The summary's first lines: the file, its size and digest, the contract version it was

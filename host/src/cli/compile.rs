@@ -80,12 +80,11 @@ pub(crate) async fn run(raw: RawCompile) -> anyhow::Result<Exit> {
         .await
         .context("the compile task failed")?
         .with_context(|| format!("cannot precompile {}", file.display()))?;
-        let info = plugin.info();
         println!(
             "{}: plugin {} {} (sha256:{}) for {}",
             file.display(),
-            info.name,
-            info.version,
+            plugin.name(),
+            wasmop_core::plugin::text::PluginText::new(plugin.version()),
             plugin.digest().short(),
             raw.target.as_deref().unwrap_or("this machine")
         );

@@ -107,7 +107,7 @@ impl Registry {
                 .slots
                 .iter()
                 .filter_map(|(o, s)| Some((o.clone(), s.shadowed.clone()?)))
-                .find(|(_, p)| p.info().name == name);
+                .find(|(_, p)| *p.name() == name);
             match heir {
                 Some((heir, plugin)) => {
                     let settings = self.config.plugin(&name).clone();

@@ -19,7 +19,7 @@ impl Registry {
         plugin: Plugin,
         settings: PluginSettings,
     ) {
-        let name = plugin.info().name.clone();
+        let name = plugin.name().clone();
         if let Some(slot) = self.slots.get_mut(&origin) {
             slot.provides = Some(name.clone());
             slot.shadowed = None;
@@ -65,7 +65,7 @@ impl Registry {
         plugin: Plugin,
         settings: PluginSettings,
     ) {
-        let name = plugin.info().name.clone();
+        let name = plugin.name().clone();
         let (version, digest) = version_and_digest(&plugin);
         let source = self.sources[origin.source].to_string();
         let mut displaced = None;
@@ -85,13 +85,13 @@ impl Registry {
                 .metrics
                 .plugin_unloaded(name.as_str(), &old_version, &old_digest);
         }
-        let running = if same_watches(old.info(), plugin.info()) {
+        let running = if same_watches(old.reconciler(), plugin.reconciler()) {
             live.running.swap(plugin);
-            tracing::info!(plugin = %name, version, digest, from_version = %old.info().version, from_digest = %old.digest().short(), key = origin.key, %source, "plugin version swapped");
+            tracing::info!(plugin = %name, version, digest, from_version = %old.version(), from_digest = %old.digest().short(), key = origin.key, %source, "plugin version swapped");
             live.running
         } else {
             live.running.stop().await;
-            tracing::info!(plugin = %name, version, digest, from_version = %old.info().version, from_digest = %old.digest().short(), key = origin.key, %source, "plugin kinds changed; controller restarted");
+            tracing::info!(plugin = %name, version, digest, from_version = %old.version(), from_digest = %old.digest().short(), key = origin.key, %source, "plugin kinds changed; controller restarted");
             self.shared.status.record(
                 name.as_str(),
                 wasmop_controller::status::State::Loaded,
@@ -126,14 +126,17 @@ impl Registry {
         let plugin = live.running.current();
         live.running.stop().await;
         self.shared.metrics.plugin_gone(name.as_str());
-        let (version, digest) = (plugin.info().version.clone(), plugin.digest().short());
+        let (version, digest) = (plugin.version().to_owned(), plugin.digest().short());
         self.shared
             .metrics
             .plugin_unloaded(name.as_str(), &version, &digest);
         self.shared.status.remove(name.as_str());
         self.count(name.as_str(), ReloadResult::Removed);
         tracing::info!(plugin = %name, digest = %plugin.digest().short(), "plugin removed from its source; controller stopped");
-        if let Some(entry) = controller::finalizer_entry(plugin.info(), self.config.plugin(name)) {
+        if let Some(entry) = plugin
+            .reconciler()
+            .and_then(|info| controller::finalizer_entry(info, self.config.plugin(name)))
+        {
             self.release_later(name.clone(), entry);
         }
     }
@@ -144,12 +147,12 @@ impl Registry {
             .slots
             .iter()
             .filter_map(|(o, s)| Some((o.clone(), s.shadowed.clone()?)))
-            .filter(|(_, p)| !self.live.contains_key(&p.info().name))
+            .filter(|(_, p)| !self.live.contains_key(p.name()))
             .collect();
         let mut taken = BTreeSet::new();
         // Slots iterate in origin order, so the component with precedence goes first.
         for (origin, plugin) in free {
-            let name = plugin.info().name.clone();
+            let name = plugin.name().clone();
             if taken.insert(name.clone()) {
                 let settings = self.config.plugin(&name).clone();
                 self.install(origin, plugin, settings).await;
@@ -160,15 +163,21 @@ impl Registry {
 
 /// The version string and short digest a plugin is logged and counted with.
 fn version_and_digest(plugin: &Plugin) -> (String, String) {
-    (plugin.info().version.clone(), plugin.digest().short())
+    (plugin.version().to_owned(), plugin.digest().short())
 }
 
 /// Whether two versions of a plugin need the same watches and the same policy: everything
-/// they declare but the version string.
-pub(super) fn same_watches(a: &PluginInfo, b: &PluginInfo) -> bool {
+/// their reconcilers declare but the version string. Two versions without a reconciler
+/// (admission only) have no controller to restart; one with and one without need a start
+/// or a stop.
+pub(super) fn same_watches(a: Option<&PluginInfo>, b: Option<&PluginInfo>) -> bool {
     let strip = |i: &PluginInfo| PluginInfo {
         version: String::new(),
         ..i.clone()
     };
-    strip(a) == strip(b)
+    match (a, b) {
+        (Some(a), Some(b)) => strip(a) == strip(b),
+        (None, None) => true,
+        _ => false,
+    }
 }

@@ -1,4 +1,6 @@
 //! One plugin's running controller: the version it calls (swappable), and a stop of its own.
+//! A plugin that only serves admission has no controller: it is the version alone, which
+//! the webhook server takes from the registry's catalog.
 //!
 //! # Guarantees
 //! - [`Running::swap`] is one atomic replacement of the version the controller calls: a
@@ -17,25 +19,40 @@ use wasmop_controller::controller::streak::{Failing, Streak};
 use wasmop_controller::controller::{self, Shared};
 use wasmop_runtime::Plugin;
 
-/// A plugin's controller task.
+/// A plugin's controller task, or none for a plugin that only serves admission.
 pub(crate) struct Running {
     version: watch::Sender<Plugin>,
     stop: Arc<watch::Sender<bool>>,
-    task: JoinHandle<()>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl Running {
     /// Starts the controller of `plugin` with `settings`. It stops at the host's shutdown
     /// (`shared.shutdown`) or at [`Running::stop`], whichever comes first. A version that
-    /// fails `settings.failure_threshold` reconciles in a row is reported on `failing`.
+    /// fails `settings.failure_threshold` reconciles in a row is reported on `failing`. A
+    /// plugin without a reconciler gets no controller; its status says it reviews.
     pub(crate) fn start(
         plugin: Plugin,
         settings: PluginSettings,
         shared: &Shared,
         failing: &mpsc::UnboundedSender<Failing>,
     ) -> Self {
+        if plugin.reconciler().is_none() {
+            shared.status.record(
+                plugin.name().as_str(),
+                wasmop_controller::status::State::Reviewing,
+                None,
+            );
+            let (version, _) = watch::channel(plugin);
+            let (stop, _) = watch::channel(false);
+            return Self {
+                version,
+                stop: Arc::new(stop),
+                task: None,
+            };
+        }
         let streak = Arc::new(Streak::new(
-            plugin.info().name.clone(),
+            plugin.name().clone(),
             settings.failure_threshold,
             failing.clone(),
         ));
@@ -57,7 +74,7 @@ impl Running {
             ..shared.clone()
         };
         let task = tokio::spawn(async move {
-            let name = current.borrow().info().name.clone();
+            let name = current.borrow().name().clone();
             if let Err(error) = controller::run(current, settings, shared.clone(), streak).await {
                 let error = wasmop_core::chain(&error);
                 tracing::error!(plugin = %name, error = %error, "plugin controller failed");
@@ -71,7 +88,7 @@ impl Running {
         Self {
             version,
             stop,
-            task,
+            task: Some(task),
         }
     }
 
@@ -88,13 +105,17 @@ impl Running {
     /// Stops the controller and waits until its in-flight reconciles are done.
     pub(crate) async fn stop(self) {
         let _ = self.stop.send(true);
-        if let Err(error) = self.task.await {
+        if let Some(task) = self.task
+            && let Err(error) = task.await
+        {
             tracing::error!(%error, "plugin controller task ended abnormally");
         }
     }
 
     /// Waits for the controller to end (after the host's shutdown).
     pub(crate) async fn join(self) {
-        let _ = self.task.await;
+        if let Some(task) = self.task {
+            let _ = task.await;
+        }
     }
 }

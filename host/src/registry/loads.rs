@@ -214,9 +214,7 @@ impl Registry {
         loop {
             let live = &self.live;
             let waits = |probe: &Result<Plugin, LoadError>| {
-                probe
-                    .as_ref()
-                    .is_ok_and(|p| !live.contains_key(&p.info().name))
+                probe.as_ref().is_ok_and(|p| !live.contains_key(p.name()))
             };
             let Some((origin, digest, probe)) = self.loads.settleable(waits) else {
                 break;

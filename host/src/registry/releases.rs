@@ -18,7 +18,8 @@ impl Registry {
             .iter()
             .filter_map(|(name, live)| {
                 let plugin = live.running.current();
-                let entry = controller::finalizer_entry(plugin.info(), self.config.plugin(name))?;
+                let entry =
+                    controller::finalizer_entry(plugin.reconciler()?, self.config.plugin(name))?;
                 Some((name.to_string(), entry))
             })
             .collect();

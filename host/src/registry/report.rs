@@ -77,6 +77,21 @@ pub(crate) enum Rejection {
         #[source]
         error: LoadError,
     },
+    /// It only serves admission, and none of its webhooks would be served here.
+    #[error(
+        "`{key}` in {location} is refused: plugin `{plugin}` has no reconciler (it serves \
+         admission only), and {why}, so it would do nothing"
+    )]
+    Idle {
+        /// Its key.
+        key: String,
+        /// Its source.
+        location: String,
+        /// The plugin.
+        plugin: PluginName,
+        /// Why its webhooks are not served.
+        why: String,
+    },
     /// Another component with precedence already provides this plugin name.
     #[error(
         "`{key}` in {location} is refused: plugin `{plugin}` already comes from `{first_key}` in \
@@ -113,7 +128,7 @@ impl Registry {
             Some(p) => format!(
                 "{}; version {} ({}) keeps running",
                 wasmop_core::chain(rejection),
-                p.info().version,
+                p.version(),
                 p.digest().short()
             ),
             None => wasmop_core::chain(rejection),

@@ -23,16 +23,16 @@ impl Registry {
         let note = match &previous {
             Some(p) => format!(
                 "version {} ({}) of plugin `{name}` failed {} reconciles in a row (last: {}); rolled back to version {} ({})",
-                current.info().version,
+                current.version(),
                 current.digest().short(),
                 failing.failures,
                 failing.last,
-                p.info().version,
+                p.version(),
                 p.digest().short()
             ),
             None => format!(
                 "version {} ({}) of plugin `{name}` failed {} reconciles in a row (last: {}); it keeps running ({})",
-                current.info().version,
+                current.version(),
                 current.digest().short(),
                 failing.failures,
                 failing.last,
@@ -59,14 +59,14 @@ impl Registry {
         let Some(live) = self.live.remove(&name) else {
             return;
         };
-        let running = if same_watches(current.info(), previous.info()) {
+        let running = if same_watches(current.reconciler(), previous.reconciler()) {
             live.running.swap(previous.clone());
             live.running
         } else {
             live.running.stop().await;
             Running::start(previous.clone(), settings, &self.shared, &self.failing)
         };
-        tracing::info!(plugin = %name, version = %previous.info().version, digest = %previous.digest().short(), "plugin version rolled back");
+        tracing::info!(plugin = %name, version = %previous.version(), digest = %previous.digest().short(), "plugin version rolled back");
         self.live.insert(
             name.clone(),
             Live {

@@ -3,11 +3,11 @@
 //! or a version to install with its settings.
 
 use super::{Origin, Registry, Rejection, Slot};
-use wasmop_controller::PluginSettings;
+use wasmop_controller::{AdmissionSettings, PluginSettings};
 use wasmop_core::plugin::{Digest, PluginName};
 use wasmop_core::policy::{ExtraPermissions, Policy};
 use wasmop_core::policy::{check_grants, check_reviews};
-use wasmop_runtime::admission::ReviewKind;
+use wasmop_runtime::admission::{AdmissionInfo, Registration, ReviewKind};
 use wasmop_runtime::{LoadError, LoadOptions, Plugin};
 
 impl Registry {
@@ -36,7 +36,7 @@ impl Registry {
                 return;
             }
         };
-        let name = plugin.info().name.clone();
+        let name = plugin.name().clone();
         if let Some(old) = previous.filter(|old| *old != name) {
             // The same key now declares another plugin: the old one leaves.
             if let Some(slot) = self.slots.get_mut(&origin) {
@@ -81,7 +81,7 @@ impl Registry {
             };
             Box::new((None, rejection))
         })?;
-        let name = probe.info().name.clone();
+        let name = probe.name().clone();
         let settings = self.config.plugin(&name).clone();
         // The operator's grants do not cover what the version asks for.
         let refused = |error| {
@@ -93,7 +93,7 @@ impl Registry {
             Box::new((Some(name.clone()), rejection))
         };
         check_grants(
-            probe.info(),
+            probe.declared(),
             &settings.grants,
             &self.config.sensitive_kinds(),
         )
@@ -122,13 +122,40 @@ impl Registry {
         if let Some(admission) = plugin.admission()
             && self.config.admission.is_some()
         {
-            let kinds = [ReviewKind::Validate, ReviewKind::Mutate]
-                .into_iter()
-                .filter(|k| settings.admission.serves(*k))
-                .filter_map(|k| admission.registration(k))
+            let registrations = served(admission, &settings.admission);
+            let kinds = registrations
+                .iter()
                 .flat_map(|r| &r.rules)
                 .map(|r| (r.kind.group.as_str(), r.kind.kind.as_str()));
             check_reviews(&name, kinds, plugin.grants(), &settings.grants).map_err(refused)?;
+        }
+        // A plugin without a reconciler runs only as webhooks: without one served, it would
+        // load and do nothing, which the operator should hear about.
+        if plugin.reconciler().is_none() {
+            let why = if self.config.admission.is_none() {
+                Some(
+                    "this host does not serve admission (its config has no `admission` section)"
+                        .to_owned(),
+                )
+            } else if plugin
+                .admission()
+                .is_some_and(|a| served(a, &settings.admission).is_empty())
+            {
+                Some(format!(
+                    "its webhooks are turned off under `plugins.{name}.admission`"
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                let rejection = Rejection::Idle {
+                    key: key(),
+                    location: source(),
+                    plugin: name.clone(),
+                    why,
+                };
+                return Err(Box::new((Some(name.clone()), rejection)));
+            }
         }
         Ok((plugin, settings))
     }
@@ -137,3 +164,12 @@ impl Registry {
 /// Why a loaded version is not run: the plugin's name when `describe` told it, and the
 /// rejection to report (boxed by [`Registry::settle`]: it is large, and the cold path).
 type Refused = (Option<PluginName>, Rejection);
+
+/// The registrations of `admission` that the operator's `settings` let the host serve.
+fn served<'a>(admission: &'a AdmissionInfo, settings: &AdmissionSettings) -> Vec<&'a Registration> {
+    [ReviewKind::Validate, ReviewKind::Mutate]
+        .into_iter()
+        .filter(|k| settings.serves(*k))
+        .filter_map(|k| admission.registration(k))
+        .collect()
+}

@@ -10,8 +10,7 @@ use crate::metrics::PluginState;
 use crate::status::State;
 use wasmop_core::cluster::ClusterError;
 use wasmop_core::cluster::selector::LabelSelector;
-use wasmop_core::plugin::Mapping;
-use wasmop_runtime::Plugin;
+use wasmop_core::plugin::{Mapping, PluginInfo};
 
 /// The first wait before discovery is retried for a missing kind.
 const DISCOVERY_RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -30,8 +29,7 @@ pub(super) struct Kinds {
 }
 
 /// Resolves every kind of `plugin` once; fails on the first that is not served.
-async fn resolve_all(plugin: &Plugin, resolver: &Resolver) -> Result<Kinds, ClusterError> {
-    let info = plugin.info();
+async fn resolve_all(info: &PluginInfo, resolver: &Resolver) -> Result<Kinds, ClusterError> {
     let primary = resolver.resolve(&info.primary).await?;
     let mut owned = Vec::new();
     for k in &info.owns {
@@ -60,12 +58,12 @@ async fn resolve_all(plugin: &Plugin, resolver: &Resolver) -> Result<Kinds, Clus
 
 /// Waits until every kind of the plugin is served, reporting the wait; `None` when the host
 /// shuts down first.
-pub(super) async fn wait_for_kinds(plugin: &Plugin, shared: &Shared) -> Option<Kinds> {
-    let name = plugin.info().name.as_str();
+pub(super) async fn wait_for_kinds(info: &PluginInfo, shared: &Shared) -> Option<Kinds> {
+    let name = info.name.as_str();
     let mut delay = DISCOVERY_RETRY_FIRST;
     let mut shutdown = shared.shutdown.clone();
     loop {
-        match resolve_all(plugin, &shared.resolver).await {
+        match resolve_all(info, &shared.resolver).await {
             Ok(kinds) => return Some(kinds),
             Err(error) => {
                 shared

@@ -16,6 +16,7 @@ use crate::events::Record;
 use crate::metrics::ActiveWorker;
 use crate::watches::CachedObject;
 use wasmop_core::cluster::{EventType, ObjectRef};
+use wasmop_core::plugin::PluginInfo;
 use wasmop_runtime::{
     self as runtime, Call, CallReport, Outcome, Plugin, PluginErrorKind, Request, RequestObject,
 };
@@ -59,7 +60,7 @@ pub(crate) async fn reconcile(
     let plugin = ctx.current();
     let span = tracing::info_span!(
         "reconcile",
-        plugin = %plugin.info().name,
+        plugin = %plugin.name(),
         object.ref = %target,
         plugin.digest = %plugin.digest().short(),
     );
@@ -68,7 +69,7 @@ pub(crate) async fn reconcile(
         .instrument(span)
         .await;
     if let Err(error) = &result {
-        let plugin = plugin.info().name.as_str();
+        let plugin = plugin.name().as_str();
         ctx.shared.metrics.host_failed(plugin, started.elapsed());
         ctx.shared
             .status
@@ -86,7 +87,7 @@ async fn run(
 ) -> Result<Option<Duration>, ReconcileError> {
     let _admitted = admit(&ctx, &plugin, event_at).await;
     let started = std::time::Instant::now();
-    let info = plugin.info();
+    let info = &*ctx.info;
     let meta = obj.meta();
     let deleting = meta.deletion_timestamp.is_some();
     let has_finalizer = |f: &str| meta.finalizers.iter().flatten().any(|x| x == f);
@@ -142,9 +143,9 @@ async fn run(
         }
     };
 
-    ctx.shared.metrics.usage(info.name.as_str(), &usage);
+    ctx.shared.metrics.usage(plugin.name().as_str(), &usage);
     if cleanup && outcome == Outcome::Action(runtime::Action::Done) {
-        remove_finalizer(&api, &meta, &target, &plugin).await?;
+        remove_finalizer(&api, &meta, &target, info).await?;
     }
     Ok(settle(
         &ctx,
@@ -164,9 +165,8 @@ async fn remove_finalizer(
     api: &kube::Api<kube::api::DynamicObject>,
     meta: &ObjectMeta,
     target: &ObjectRef,
-    plugin: &Plugin,
+    info: &PluginInfo,
 ) -> Result<(), ReconcileError> {
-    let info = plugin.info();
     let Some(f) = &info.finalizer else {
         return Ok(());
     };
@@ -195,7 +195,7 @@ async fn admit<'a>(
     plugin: &Plugin,
     event_at: Option<tokio::time::Instant>,
 ) -> Admitted<'a> {
-    let name = plugin.info().name.as_str();
+    let name = plugin.name().as_str();
     // Semaphores are never closed, so acquiring cannot fail; the global permit is held for
     // the whole call so the host-wide bound covers host calls too.
     let global = ctx.shared.global.acquire().await.ok();
@@ -231,7 +231,7 @@ async fn settle(
     elapsed: Duration,
 ) -> Option<Duration> {
     ctx.streak.record(plugin.digest(), &outcome);
-    let plugin = plugin.info().name.as_str();
+    let plugin = plugin.name().as_str();
     ctx.shared.metrics.reconciled(plugin, &outcome, elapsed);
     ctx.shared
         .status
@@ -312,7 +312,7 @@ async fn report(
         note: outcome.to_string(),
     };
     let plugin = ctx.current();
-    let plugin = plugin.info().name.as_str();
+    let plugin = plugin.name().as_str();
     // Written in the background: a failure is logged and counted by the sink.
     ctx.shared.events.publish(plugin, record).await;
 }
@@ -339,9 +339,9 @@ pub(crate) fn error_policy(
 ) -> Duration {
     let (delay, failures) = ctx.backoffs.failed(error.target());
     let plugin = ctx.current();
-    ctx.shared.metrics.retried(plugin.info().name.as_str());
+    ctx.shared.metrics.retried(plugin.name().as_str());
     tracing::warn!(
-        plugin = %plugin.info().name,
+        plugin = %plugin.name(),
         object.ref = %error.target(),
         error = %wasmop_core::chain(error),
         failures,

@@ -115,7 +115,7 @@ async fn record_finalizer(ctx: &PluginCtx, name: &str, startup: &Startup) {
     startup
         .recorded
         .get_or_init(|| async {
-            if let Err(error) = ctx.shared.orphans.record(&ctx.current().info().name, entry).await {
+            if let Err(error) = ctx.shared.orphans.record(ctx.current().name(), entry).await {
                 tracing::error!(plugin = %name, error = %chain(&error), "cannot record the plugin's finalizer");
             }
         })

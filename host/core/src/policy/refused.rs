@@ -2,7 +2,7 @@
 //! whose declarations need more than its grants is refused before it runs, with an error that
 //! names the grant to add.
 
-use crate::plugin::{Permission, PluginInfo, PluginName, Verb};
+use crate::plugin::{Declared, Permission, PluginInfo, PluginName, Verb};
 
 use super::{
     Grants, OWNED_VERBS, PRIMARY_VERBS, Policy, SensitiveKinds, WATCHED_VERBS, kind_label,
@@ -99,26 +99,32 @@ pub fn check_reviews<'a>(
 /// each asked verb must be granted for the same kind, in every namespace it asks for. A
 /// primary, owned or watched kind that is sensitive needs an explicit grant of its own (its
 /// kinds imply nothing there), or the plugin is refused.
-pub fn check_grants(
-    info: &PluginInfo,
+pub fn check_grants<'a>(
+    declared: impl Into<Declared<'a>>,
     granted: &[Permission],
     sensitive: &SensitiveKinds,
 ) -> Result<(), PluginRefused> {
-    check_sensitive(info, granted, sensitive)?;
+    let declared = declared.into();
+    let name = declared.name;
+    if let Some(info) = declared.reconciler {
+        check_sensitive(info, granted, sensitive)?;
+    }
     // What the plugin's own kinds imply needs no grant (a plugin may restate it); on a
     // sensitive kind they imply nothing.
-    let implied = Grants::new(
-        &PluginInfo {
-            permissions: Vec::new(),
-            ..info.clone()
-        },
-        &Policy {
-            sensitive: sensitive.clone(),
-            ..Policy::default()
-        },
-    )
-    .ok();
-    for asked in &info.permissions {
+    let implied = declared.reconciler.and_then(|info| {
+        Grants::new(
+            &PluginInfo {
+                permissions: Vec::new(),
+                ..info.clone()
+            },
+            &Policy {
+                sensitive: sensitive.clone(),
+                ..Policy::default()
+            },
+        )
+        .ok()
+    });
+    for asked in declared.permissions() {
         let grants: Vec<&Permission> = granted
             .iter()
             .filter(|g| g.group == asked.group && g.kind == asked.kind)
@@ -149,7 +155,7 @@ pub fn check_grants(
                 .collect();
             if !missing.is_empty() {
                 return Err(PluginRefused::NotGranted {
-                    plugin: info.name.clone(),
+                    plugin: name.clone(),
                     kind: kind_label(&asked.group, &asked.kind),
                     verbs: missing.join(", "),
                     where_: ns
@@ -374,5 +380,66 @@ mod tests {
             &[get(vec!["a".into()])],
         )
         .expect_err("a grant in one namespace does not cover a webhook's every namespace");
+    }
+
+    #[test]
+    fn a_plugin_that_only_reviews_holds_only_the_reads_it_asked_for_and_was_granted() {
+        use crate::policy::{ExtraPermissions, Grants, Policy};
+        let name = PluginName::new("policy").expect("name");
+        let reads = [Permission {
+            group: String::new(),
+            kind: "Namespace".into(),
+            verbs: [Verb::Get, Verb::List].into(),
+            namespaces: vec![],
+        }];
+        let declared = Declared {
+            name: &name,
+            reconciler: None,
+            review_reads: &reads,
+        };
+        let err = check_grants(declared, &[], &builtin()).expect_err("not granted");
+        assert!(
+            err.to_string()
+                .starts_with("plugin `policy` asks for get, list on core/Namespace"),
+            "{err}"
+        );
+        check_grants(declared, &reads, &builtin()).expect("granted");
+        let policy = Policy {
+            extra_permissions: ExtraPermissions::Grant,
+            explicit: reads.to_vec(),
+            ..Policy::default()
+        };
+        let grants = Grants::new(declared, &policy).expect("grants");
+        grants
+            .check(Verb::List, "", "Namespace", None)
+            .expect("what it asked for");
+        // No kinds of its own: reviewing a kind needs its read granted, as any read does.
+        check_reviews(&name, [("apps", "Deployment")], &grants, &[])
+            .expect_err("Deployments are not its to read");
+        let deployments = Permission {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            verbs: [Verb::Get].into(),
+            namespaces: vec![],
+        };
+        check_reviews(&name, [("apps", "Deployment")], &grants, &[deployments])
+            .expect("the operator granted the read");
+    }
+
+    #[test]
+    fn a_reconcilers_review_reads_need_grants_as_its_permissions_do() {
+        let i = info(vec![]);
+        let reads = [perm(&[Verb::Get], &[])];
+        let declared = Declared {
+            name: &i.name,
+            reconciler: Some(&i),
+            review_reads: &reads,
+        };
+        let err = check_grants(declared, &[], &builtin()).expect_err("not granted");
+        assert!(
+            err.to_string().contains("asks for get on core/Secret"),
+            "{err}"
+        );
+        check_grants(declared, &reads, &builtin()).expect("granted");
     }
 }

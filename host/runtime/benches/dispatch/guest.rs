@@ -115,7 +115,7 @@ pub async fn run(
     let started = Instant::now();
     let guest = runtime.load(bytes.clone(), LoadOptions::default()).await?;
     let load = started.elapsed();
-    let name = rust.plugin.info().name.clone();
+    let name = rust.plugin.name().clone();
     let call = |plugin| reconcile(plugin, &rust.cluster, rust.text_request);
     let first = call(&guest).await;
     anyhow::ensure!(

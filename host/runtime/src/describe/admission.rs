@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use wasmop_core::cluster::names;
-use wasmop_core::plugin::{Permission, PluginInfo};
+use wasmop_core::plugin::{Permission, PluginInfo, PluginName};
 
 use super::declared::{
     DeclarationError, MAX_PERMISSIONS, capped, check_version, gvk, permission, push_new, selector,
@@ -98,14 +98,24 @@ fn registration(field: &str, r: wit::Registration) -> Result<Registration, Decla
     })
 }
 
+/// The name of a plugin that only serves admission, as its admission `describe` gives it
+/// (its version is checked by [`convert_admission`]).
+pub(crate) fn identity(a: &wit::AdmissionInfo) -> Result<PluginName, DeclarationError> {
+    names::check_namespace("admission.name", &a.name)?;
+    PluginName::new(&a.name).map_err(|e| refused("admission.name", e.to_string()))
+}
+
 /// Validates what the admission `describe` returned; `reconciler` is what the plugin's
-/// reconciler declared (name and version must agree).
+/// reconciler declared, when it exports one (name and version must agree).
 pub(crate) fn convert_admission(
     a: wit::AdmissionInfo,
-    reconciler: &PluginInfo,
+    reconciler: Option<&PluginInfo>,
 ) -> Result<AdmissionInfo, DeclarationError> {
     names::check_namespace("admission.name", &a.name)?;
     check_version(&a.version)?;
+    let Some(reconciler) = reconciler else {
+        return checked(a);
+    };
     if a.name != reconciler.name.as_str() {
         return Err(DeclarationError::Mismatch {
             field: "name",
@@ -120,6 +130,12 @@ pub(crate) fn convert_admission(
             admission: names::quote(&a.version),
         });
     }
+    checked(a)
+}
+
+/// The registrations and reads of an admission declaration whose name and version have been
+/// checked.
+fn checked(a: wit::AdmissionInfo) -> Result<AdmissionInfo, DeclarationError> {
     capped("admission.permissions", &a.permissions, MAX_PERMISSIONS)?;
     let validating = a
         .validating
@@ -208,13 +224,13 @@ mod tests {
     fn refused_by(change: impl FnOnce(&mut wit::AdmissionInfo)) -> String {
         let mut a = info();
         change(&mut a);
-        let e = convert_admission(a, &reconciler()).expect_err("refused");
+        let e = convert_admission(a, Some(&reconciler())).expect_err("refused");
         e.to_string()
     }
 
     #[test]
     fn a_good_declaration_is_taken() {
-        let a = convert_admission(info(), &reconciler()).expect("accepted");
+        let a = convert_admission(info(), Some(&reconciler())).expect("accepted");
         let v = a.validating.expect("validating");
         assert_eq!(v.timeout, Duration::from_secs(5));
         assert!(v.covers(

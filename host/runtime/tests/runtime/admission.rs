@@ -129,6 +129,66 @@ async fn a_plugin_declares_its_webhooks_and_reviews_beside_reconciling() {
     );
 }
 
+/// `required-labels` exports `admission` and no `reconciler` (world `admission-plugin`).
+#[tokio::test]
+async fn a_plugin_that_only_reviews_names_itself_and_has_nothing_to_reconcile() {
+    let _shared = crate::support::shared().await;
+    let rt = runtime();
+    let options = LoadOptions {
+        policy: Policy::declared(),
+        config: json!({"labels": ["team"]}),
+        ..LoadOptions::default()
+    };
+    let plugin = rt
+        .load_file(wasmop_test_guests::component("required-labels"), options)
+        .await
+        .unwrap_or_else(|e| panic!("required-labels loads: {:#}", anyhow::Error::from(e)));
+    assert_eq!(plugin.name().as_str(), "required-labels");
+    assert_eq!(plugin.version(), "0.1.0");
+    assert!(plugin.reconciler().is_none());
+    let admission = plugin.admission().expect("it exports admission");
+    assert!(admission.mutating.is_none());
+    let deployment = GroupVersionKind::gvk("apps", "v1", "Deployment");
+    assert!(admission.validating.as_ref().expect("validating").covers(
+        &deployment,
+        None,
+        Operation::Create
+    ));
+    // It holds no kinds: nothing to read but what was granted (here, nothing).
+    assert!(
+        plugin
+            .grants()
+            .check(wasmop_core::plugin::Verb::Get, "apps", "Deployment", None)
+            .is_err()
+    );
+    let mut review = review(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}}}));
+    review.kind = deployment;
+    let refused = plugin
+        .review(
+            seeded(vec![]),
+            ReviewCall::new(ReviewKind::Validate, review),
+        )
+        .await
+        .result;
+    assert!(
+        matches!(&refused, Ok(Verdict::Denied { message, code: 422, .. })
+            if message.as_str() == "Deployment probed lacks the labels this cluster requires: team"),
+        "{refused:?}"
+    );
+    // A reconcile has no export to call: a trap that says so, never a panic.
+    let request = crate::support::request(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"}}));
+    let report = plugin
+        .call(seeded(vec![]), wasmop_runtime::Call::reconcile(request))
+        .await;
+    assert!(
+        matches!(&report.outcome, Outcome::Trap { message, .. } if message.contains("does not export `reconciler`")),
+        "{:?}",
+        report.outcome
+    );
+}
+
 #[tokio::test]
 async fn a_denial_reaches_the_client_escaped_with_its_reason_and_code() {
     let _shared = crate::support::shared().await;

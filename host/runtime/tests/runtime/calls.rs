@@ -18,9 +18,13 @@ async fn healthy_plugin_applies_patches_status_and_emits_an_event() {
     let _shared = crate::support::shared().await;
     let rt = runtime();
     let plugin = load(&rt, "well-behaved").await;
-    assert_eq!(plugin.info().name.as_str(), "well-behaved");
+    assert_eq!(plugin.name().as_str(), "well-behaved");
     assert_eq!(
-        plugin.info().finalizer.as_deref(),
+        plugin
+            .reconciler()
+            .expect("it reconciles")
+            .finalizer
+            .as_deref(),
         Some("wasmop.test/cleanup")
     );
     healthy_call(&plugin, "a", "42").await;

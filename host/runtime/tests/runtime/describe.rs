@@ -38,7 +38,7 @@ async fn refusal(guest: &str, variant: u64) -> (LoadError, String) {
         .load_file(wasmop_test_guests::component(guest), LoadOptions::default())
         .await
     {
-        Ok(p) => panic!("{guest} ({variant}) loaded as {}", p.info().name),
+        Ok(p) => panic!("{guest} ({variant}) loaded as {}", p.name()),
         Err(e) => {
             let text = chain(&e);
             (e, text)
@@ -181,7 +181,7 @@ async fn looping_describes_do_not_hold_up_a_healthy_load() {
     .await
     .expect("the healthy plugin's load is not held up by looping describes")
     .expect("the healthy plugin loads");
-    assert_eq!(healthy.info().name.as_str(), "well-behaved");
+    assert_eq!(healthy.name().as_str(), "well-behaved");
     let still_looping = looping.iter().filter(|l| !l.is_finished()).count();
     assert_eq!(
         still_looping, loops,

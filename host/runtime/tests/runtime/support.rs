@@ -42,7 +42,7 @@ pub(crate) async fn load(rt: &Runtime, guest: &str) -> Plugin {
 
 pub(crate) async fn load_err(rt: &Runtime, bytes: Vec<u8>) -> String {
     match rt.load(bytes, LoadOptions::default()).await {
-        Ok(p) => panic!("loaded {:?} but expected a refusal", p.info().name),
+        Ok(p) => panic!("loaded {:?} but expected a refusal", p.name()),
         Err(e) => format!("{:#}", anyhow::Error::from(e)),
     }
 }
