@@ -1,7 +1,9 @@
 //! Admission webhooks in a plugin: the [`Admission`] trait (validate and mutate one kind),
 //! the [`Webhooks`] it registers, the [`Review`] it is given and what it answers
 //! ([`Allowed`], [`Mutated`], [`Denied`]). Exported beside a [`Reconciler`] with
-//! `wasmop_guest::export!(MyReconciler, admission = MyAdmission)`.
+//! `wasmop_guest::export!(MyReconciler, admission = MyAdmission)`, or alone, by a plugin that
+//! reconciles nothing and names itself:
+//! `wasmop_guest::export!(admission = MyAdmission, name = "my-policy", version = "0.1.0")`.
 //!
 //! The host serves the webhooks over HTTPS, registers them with the API server, and calls
 //! `validate` or `mutate` in a fresh instance per review, under the plugin's limits and the
@@ -30,6 +32,8 @@
 //!         Ok(Allowed::new())
 //!     }
 //! }
+//!
+//! wasmop_guest::export!(admission = SmallConfigs, name = "small-configs", version = "0.1.0");
 //! # fn main() {}
 //! ```
 //!
@@ -43,7 +47,7 @@ use crate::context::Context;
 use crate::info::Permission;
 use crate::object::{Gvk, Object};
 
-pub use adapter::AdmissionAdapter;
+pub use adapter::{AdmissionAdapter, Identity, ReconcilerIdentity};
 
 /// An operation a webhook reviews.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -132,7 +132,7 @@ pub use serde_json;
 /// What the macros expand to. Not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::admission::AdmissionAdapter;
+    pub use crate::admission::{AdmissionAdapter, Identity, ReconcilerIdentity};
     pub use crate::bindings;
     pub use crate::reconciler::Adapter;
 }

@@ -105,8 +105,11 @@ impl<R: Reconciler> wit::Guest for Adapter<R> {
 
 /// Exports a [`Reconciler`] as the component's `wasmop:plugin/reconciler` implementation,
 /// and with `admission = A` also an [`Admission`](crate::admission::Admission) as its
-/// `wasmop:plugin/admission` (`export!(MyReconciler, admission = MyAdmission)`). Use it once,
-/// at the top level of the plugin crate (a `cdylib`).
+/// `wasmop:plugin/admission` (`export!(MyReconciler, admission = MyAdmission)`). A plugin
+/// that only serves admission exports no reconciler and names itself:
+/// `export!(admission = MyPolicy, name = "my-policy", version = env!("CARGO_PKG_VERSION"))`
+/// (world `admission-plugin`; the host runs no controller for it, only its webhooks). Use
+/// it once, at the top level of the plugin crate (a `cdylib`).
 ///
 /// ```
 /// use wasmop_guest::k8s_openapi::api::core::v1::ConfigMap;
@@ -141,7 +144,19 @@ macro_rules! export {
     ($reconciler:ty, admission = $admission:ty $(,)?) => {
         $crate::export!($reconciler);
         #[doc(hidden)]
-        type __WasmopGuestAdmission = $crate::__private::AdmissionAdapter<$reconciler, $admission>;
+        type __WasmopGuestAdmission = $crate::__private::AdmissionAdapter<$crate::__private::ReconcilerIdentity<$reconciler>, $admission>;
+        $crate::__private::bindings::admission::__export_admission_plugin!(__WasmopGuestAdmission with_types_in $crate::__private::bindings::admission);
+    };
+    (admission = $admission:ty, name = $name:expr, version = $version:expr $(,)?) => {
+        #[doc(hidden)]
+        struct __WasmopGuestIdentity;
+        impl $crate::__private::Identity for __WasmopGuestIdentity {
+            fn identity() -> (::std::string::String, ::std::string::String) {
+                (::std::string::String::from($name), ::std::string::String::from($version))
+            }
+        }
+        #[doc(hidden)]
+        type __WasmopGuestAdmission = $crate::__private::AdmissionAdapter<__WasmopGuestIdentity, $admission>;
         $crate::__private::bindings::admission::__export_admission_plugin!(__WasmopGuestAdmission with_types_in $crate::__private::bindings::admission);
     };
 }

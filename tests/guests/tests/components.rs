@@ -1,6 +1,6 @@
-//! The example plugins are real components exporting `wasmop:plugin/reconciler@0.3.0`, both as
-//! plain `cargo build --target wasm32-wasip2` makes them (what `build.rs` does) and as
-//! `cargo component build` makes them.
+//! The example plugins are real components exporting `wasmop:plugin/reconciler@0.3.0`, or
+//! `wasmop:plugin/admission@0.3.0`, or both, as plain `cargo build --target wasm32-wasip2` makes
+//! them (what `build.rs` does), and as `cargo component build` makes them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,17 +8,18 @@ use std::process::Command;
 use wasmop_test_guests::{GuestKind, all};
 use wasmparser::{Encoding, Parser, Payload, Validator, WasmFeatures};
 
-/// The interface every plugin must export.
+/// The interface a plugin that reconciles exports.
 const RECONCILER: &str = "wasmop:plugin/reconciler@0.3.0";
-/// The interface a plugin that serves admission exports beside it.
+/// The interface a plugin that serves admission exports, beside the reconciler or alone.
 const ADMISSION: &str = "wasmop:plugin/admission@0.3.0";
 
-/// What `plugin` must export, sorted: `database-config` also serves admission.
+/// What `plugin` must export, sorted: `database-config` also serves admission, and
+/// `required-labels` serves admission only.
 fn expected_exports(plugin: &str) -> Vec<&'static str> {
-    if plugin == "database-config" {
-        vec![ADMISSION, RECONCILER]
-    } else {
-        vec![RECONCILER]
+    match plugin {
+        "database-config" => vec![ADMISSION, RECONCILER],
+        "required-labels" => vec![ADMISSION],
+        _ => vec![RECONCILER],
     }
 }
 
@@ -66,13 +67,18 @@ fn workspace() -> PathBuf {
 }
 
 #[test]
-fn every_example_plugin_is_a_component_exporting_the_reconciler() {
+fn every_example_plugin_is_a_component_exporting_what_it_serves() {
     let plugins: Vec<_> = all()
         .iter()
         .filter(|g| g.kind == GuestKind::Plugin)
         .collect();
     let names: Vec<_> = plugins.iter().map(|g| g.name).collect();
-    for expected in ["configmap-mirror", "database-config", "namespace-defaults"] {
+    for expected in [
+        "configmap-mirror",
+        "database-config",
+        "namespace-defaults",
+        "required-labels",
+    ] {
         assert!(
             names.contains(&expected),
             "{expected} was not built; built: {names:?}"

@@ -12,10 +12,29 @@ use crate::error::chain;
 use crate::object::{Gvk, Object, ObjectRef, from_json};
 use crate::reconciler::Reconciler;
 
-/// Connects an [`Admission`] (and the [`Reconciler`] whose name and version it shares) to the
-/// generated export trait. Used by [`export!`](crate::export).
+/// Connects an [`Admission`] (and the [`Identity`] whose name and version it declares) to
+/// the generated export trait. Used by [`export!`](crate::export).
 #[doc(hidden)]
-pub struct AdmissionAdapter<R, A>(PhantomData<(R, A)>);
+pub struct AdmissionAdapter<I, A>(PhantomData<(I, A)>);
+
+/// Where an admission half takes the plugin's name and version from: its reconciler's
+/// [`Info`](crate::Info), or, for a plugin that only serves admission, what its
+/// `export!(admission = ..., name = ..., version = ...)` says.
+#[doc(hidden)]
+pub trait Identity {
+    /// The plugin's name and version.
+    fn identity() -> (String, String);
+}
+
+/// The name and version of the reconciler `R`.
+#[doc(hidden)]
+pub struct ReconcilerIdentity<R>(PhantomData<R>);
+
+impl<R: Reconciler> Identity for ReconcilerIdentity<R> {
+    fn identity() -> (String, String) {
+        R::describe().identity()
+    }
+}
 
 /// The request as the SDK's [`Review`], its objects decoded as `T`, and the object's text
 /// (which a mutation is laid over); a refusal if they do not decode.
@@ -80,9 +99,9 @@ fn overlay(original: &mut Value, changed: Value) {
     }
 }
 
-impl<R: Reconciler, A: Admission> wit::Guest for AdmissionAdapter<R, A> {
+impl<I: Identity, A: Admission> wit::Guest for AdmissionAdapter<I, A> {
     fn describe() -> wit::AdmissionInfo {
-        let (name, version) = R::describe().identity();
+        let (name, version) = I::identity();
         let kind = Gvk::of::<A::Object>();
         let hooks = A::webhooks();
         wit::AdmissionInfo {
