@@ -443,6 +443,27 @@ class Admission(unittest.TestCase):
         self.assertEqual(info.mutating.failure_policy, a.FailurePolicy.IGNORE)
         self.assertEqual(info.mutating.timeout_seconds, 3)
 
+    def test_the_reads_a_review_asks_for_reach_the_declaration(self) -> None:
+        class Reading(Guard):
+            def webhooks(self) -> wasmop.Webhooks:
+                return wasmop.Webhooks(
+                    validating=wasmop.Webhook([wasmop.Operation.CREATE]),
+                    permissions=[
+                        wasmop.Permission(wasmop.NAMESPACE, [wasmop.Verb.GET]),
+                        wasmop.Permission(wasmop.SECRET, (wasmop.Verb.LIST,), ["shared"]),
+                    ],
+                )
+
+        pi = _wit.plugin_info
+        self.assertEqual(
+            wasmop.export_admission(Reading, Plugin)().describe().permissions,
+            [
+                pi.Permission("", "Namespace", [pi.Verb.GET], []),
+                pi.Permission("", "Secret", [pi.Verb.LIST], ["shared"]),
+            ],
+        )
+        self.assertEqual(wasmop.export_admission(Guard, Plugin)().describe().permissions, [])
+
     def test_a_review_is_typed_and_admitted_refused_or_warned(self) -> None:
         export = wasmop.export_admission(Guard, Plugin)()
         self.assertEqual(export.validate(review()).warnings, [])
@@ -481,6 +502,72 @@ class Admission(unittest.TestCase):
         kept = {**DATABASE, "spec": {"port": 5432, "replicas": 3}}
         self.assertIsNone(export.mutate(review(kept)).object)
         self.assertIsNone(export.mutate(review(None)).object)
+
+    def test_an_admission_only_plugin_declares_its_own_name_and_version(self) -> None:
+        with mock.patch.object(_wit, "exports_reconciler", False):
+            export = wasmop.export_admission(Guard, name="guard", version="1.2.3-rc.1")
+        info = export().describe()
+        self.assertEqual((info.name, info.version), ("guard", "1.2.3-rc.1"))
+        assert info.validating is not None
+        self.assertEqual(info.validating.object_selector, "tier=db")
+        self.assertEqual(export().validate(review()).warnings, [])
+
+
+class AdmissionMisuse(unittest.TestCase):
+    """`export_admission` runs when the build pre-initialises the component, so each of these
+    fails the build with its message."""
+
+    def refused(self, exports_reconciler: bool, *args: Any, **kwargs: Any) -> str:
+        with (
+            mock.patch.object(_wit, "exports_reconciler", exports_reconciler),
+            self.assertRaises(wasmop.UsageError) as caught,
+        ):
+            wasmop.export_admission(*args, **kwargs)
+        message = str(caught.exception)
+        self.assertTrue(message.startswith("export_admission("), message)
+        return message
+
+    def test_neither_a_reconciler_nor_a_name_and_version(self) -> None:
+        for kwargs in [{}, {"name": "guard"}, {"version": "1.0.0"}]:
+            message = self.refused(False, Guard, **kwargs)
+            self.assertIn("an admission-only plugin names itself: pass name= and version=", message)
+
+    def test_both_a_reconciler_and_a_name(self) -> None:
+        message = self.refused(True, Guard, Plugin, name="guard", version="1.0.0")
+        self.assertIn("not both", message)
+
+    def test_a_name_given_positionally(self) -> None:
+        message = self.refused(False, Guard, "guard")
+        self.assertIn("'guard' is not a subclass of wasmop.Reconciler", message)
+        self.assertIn("passes name= and version= (keywords)", message)
+
+    def test_a_name_that_is_not_a_dns_label(self) -> None:
+        for bad in ["", "Guard", "my_guard", "-guard", "guard-", "g" * 64, "guard\n"]:
+            message = self.refused(False, Guard, name=bad, version="1.0.0")
+            self.assertIn(f"name {bad!r} is not a plugin name: a DNS-1123 label", message)
+        self.refused(False, Guard, name=5, version="1.0.0")
+
+    def test_a_version_the_host_would_refuse(self) -> None:
+        for bad in ["", "1 2", "1\n# HELP", "1" * 65]:
+            message = self.refused(False, Guard, name="guard", version=bad)
+            self.assertIn(f"version {bad!r} is not a version", message)
+
+    def test_not_an_admission_or_without_a_kind(self) -> None:
+        self.assertIn("is not a subclass of wasmop.Admission", self.refused(True, Plugin, Plugin))
+
+        class NoKind(wasmop.Admission):
+            pass
+
+        self.assertIn("NoKind does not set `kind`", self.refused(True, NoKind, Plugin))
+
+    def test_the_form_must_fit_what_app_py_exports(self) -> None:
+        # A reconciler the component does not export (app.py binds no `Reconciler`).
+        message = self.refused(False, Guard, Plugin)
+        self.assertIn("app.py binds no `Reconciler`", message)
+        self.assertIn("Reconciler = wasmop.export(Plugin)", message)
+        # A name of its own beside an exported reconciler, whose name it must share.
+        message = self.refused(True, Guard, name="guard", version="1.0.0")
+        self.assertIn("pass the Reconciler instead of name= and version=", message)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ from .errors import (
     Unavailable,
     UsageError,
 )
-from .info import Info, Mapping, Verb
+from .info import Info, Mapping, Permission, Verb
 from .kinds import (
     CONFIG_MAP,
     DEPLOYMENT,
@@ -109,6 +109,7 @@ __all__ = [
     "Other",
     "Patch",
     "Permanent",
+    "Permission",
     "Propagation",
     "Reconciler",
     "Refused",

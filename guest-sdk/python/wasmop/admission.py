@@ -1,5 +1,6 @@
 """Admission webhooks in Python: an `Admission` subclass reviews one kind before the API
-server stores it, beside the plugin's `Reconciler` (whose name and version it shares).
+server stores it, beside the plugin's `Reconciler` (whose name and version it shares), or on
+its own in an admission-only plugin (which names itself).
 
     class DatabaseAdmission(wasmop.Admission):
         kind = DATABASE
@@ -26,21 +27,30 @@ server stores it, beside the plugin's `Reconciler` (whose name and version it sh
     Reconciler = wasmop.export(DatabaseConfig)
     Admission = wasmop.export_admission(DatabaseAdmission, DatabaseConfig)
 
+An admission-only plugin binds no `Reconciler` and gives its name and version instead:
+
+    Admission = wasmop.export_admission(RequiredLabels, name="required-labels", version="0.1.0")
+
 `guest-sdk/python/build` builds a plugin whose `app.py` binds `Admission` against the world
-`plugin-with-admission`. A review may read through `ctx` within the plugin's grants; every
-write is refused by the host. A review that raises anything but `Refused` is a failed review
-(its traceback's last line in the host's message), answered by the webhook's failure policy.
+`plugin-with-admission`, or `admission-plugin` when it binds no `Reconciler`. A review may
+read through `ctx` within the plugin's grants; every write is refused by the host. A review
+that raises anything but `Refused` is a failed review (its traceback's last line in the
+host's message), answered by the webhook's failure policy.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
 from . import _wit
 from .context import Context, _dumps
+from .errors import UsageError
+from .info import Info, Permission
 from .objects import Kind, Object
 from .reconciler import Reconciler, error_message
 
@@ -103,10 +113,14 @@ class Webhook:
 
 @dataclass
 class Webhooks:
-    """The webhooks a plugin asks the host to register (at least one)."""
+    """The webhooks a plugin asks the host to register (at least one), and the reads (`GET`,
+    `LIST`) its reviews make beyond the reviewed object that the reconciler's `Info` does not
+    already ask for: all an admission-only plugin may read. The operator grants them as
+    `Info`'s; the host refuses other verbs at load."""
 
     validating: Webhook | None = None
     mutating: Webhook | None = None
+    permissions: list[Permission] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -184,7 +198,8 @@ class Refused(Exception):  # noqa: N818 - it is the answer, not an error of the 
 class Admission:
     """The admission half of a plugin. Subclass it, set `kind`, implement `webhooks` and
     `validate` and/or `mutate`, and export it at the bottom of `app.py` with
-    `Admission = wasmop.export_admission(MyAdmission, MyReconciler)`."""
+    `Admission = wasmop.export_admission(MyAdmission, MyReconciler)`, or, in an
+    admission-only plugin, `wasmop.export_admission(MyAdmission, name=..., version=...)`."""
 
     #: The kind it reviews.
     kind: ClassVar[Kind]
@@ -240,22 +255,105 @@ def _failed(e: BaseException) -> BaseException:
     return e
 
 
-def export_admission(cls: type[Admission], reconciler: type[Reconciler]) -> type:
+#: A plugin's name: a DNS-1123 label, as the host parses it (`PluginName`), at most 63
+#: characters. Checked here too so that a bad one fails the build, not the load.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+#: A plugin's version: what the host accepts (`check_version` in
+#: `host/runtime/src/describe/declared.rs`), 1 to 64 characters of `[A-Za-z0-9.+_-]`.
+_VERSION = re.compile(r"[A-Za-z0-9.+_-]{1,64}")
+
+
+def _identity(
+    cls: type[Admission],
+    reconciler: type[Reconciler] | None,
+    name: str | None,
+    version: str | None,
+) -> Callable[[], Info]:
+    """Who the plugin is, from what `export_admission` was given (read at `describe`, as the
+    reconciler's `describe` says it), or a `UsageError` that says how to fix the call."""
+    call = f"export_admission({getattr(cls, '__name__', repr(cls))}, ...)"
+    if not (isinstance(cls, type) and issubclass(cls, Admission)):
+        raise UsageError(f"{call}: {cls!r} is not a subclass of wasmop.Admission")
+    if not hasattr(cls, "kind"):
+        raise UsageError(f"{call}: {cls.__name__} does not set `kind`, the kind it reviews")
+    if reconciler is not None:
+        if not (isinstance(reconciler, type) and issubclass(reconciler, Reconciler)):
+            raise UsageError(
+                f"{call}: {reconciler!r} is not a subclass of wasmop.Reconciler; an "
+                "admission-only plugin passes name= and version= (keywords) instead"
+            )
+        if name is not None or version is not None:
+            raise UsageError(
+                f"{call}: give the plugin's Reconciler or name= and version=, not both: the "
+                f"admission half of a plugin that reconciles has {reconciler.__name__}'s name "
+                "and version"
+            )
+        if not _wit.exports_reconciler:
+            raise UsageError(
+                f"{call}: app.py binds no `Reconciler`, so the component is admission-only and "
+                f"would not reconcile with {reconciler.__name__}: bind `Reconciler = "
+                f"wasmop.export({reconciler.__name__})` too, or pass name= and version= "
+                "instead of it"
+            )
+        return reconciler().describe
+    if name is None or version is None:
+        raise UsageError(
+            f"{call}: an admission-only plugin names itself: pass name= and version= "
+            "(or the plugin's Reconciler, whose name and version it shares)"
+        )
+    if not (isinstance(name, str) and _NAME.fullmatch(name)):
+        raise UsageError(
+            f"{call}: name {name!r} is not a plugin name: a DNS-1123 label (lowercase "
+            "letters, digits and `-`, starting and ending with a letter or digit), at most "
+            "63 characters"
+        )
+    if not (isinstance(version, str) and _VERSION.fullmatch(version)):
+        raise UsageError(
+            f"{call}: version {version!r} is not a version: 1 to 64 characters of "
+            "letters, digits and `.+_-`"
+        )
+    if _wit.exports_reconciler:
+        raise UsageError(
+            f"{call}: app.py also binds `Reconciler`, and a plugin that reconciles has its "
+            "reconciler's name and version: pass the Reconciler instead of name= and version="
+        )
+    info = Info(name, version)
+    return lambda: info
+
+
+def export_admission(
+    cls: type[Admission],
+    reconciler: type[Reconciler] | None = None,
+    *,
+    name: str | None = None,
+    version: str | None = None,
+) -> type:
     """The class componentize-py exports for `cls`: bind it to the name `Admission` at the
-    top level of the plugin's `app.py`. `reconciler` is the plugin's `Reconciler`, whose
-    name and version the admission half declares too."""
+    top level of the plugin's `app.py`. Who the plugin is (admission-info's `name` and
+    `version`) comes from one of:
+
+    - `reconciler`, the plugin's `Reconciler`, exported beside it (`Reconciler =
+      wasmop.export(...)`), whose name and version the admission half declares too;
+    - `name` and `version`, in an admission-only plugin: its `app.py` binds no `Reconciler`,
+      and the build targets the world `admission-plugin`.
+
+    Raises `UsageError` for anything else (neither or both, a name that is not a DNS-1123
+    label, a version the host would refuse, a form that does not fit what `app.py` binds).
+    `app.py` runs when the build pre-initialises the component, so the build fails with the
+    message."""
+    who = _identity(cls, reconciler, name, version)
     plugin = cls()
 
     class Export:
         def describe(self) -> _wit.admission.AdmissionInfo:
-            info = reconciler().describe()
+            info = who()
             hooks = plugin.webhooks()
             return _wit.admission.AdmissionInfo(
                 name=info.name,
                 version=info.version,
                 validating=hooks.validating.wit(cls.kind) if hooks.validating else None,
                 mutating=hooks.mutating.wit(cls.kind) if hooks.mutating else None,
-                permissions=[],
+                permissions=[p.wit() for p in hooks.permissions],
             )
 
         def validate(self, req: _wit.admission.Review) -> _wit.admission.Allowed:

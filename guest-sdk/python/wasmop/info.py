@@ -82,6 +82,31 @@ class Mapping:
         return pi.Mapping_SameName()
 
 
+@dataclass(frozen=True)
+class Permission:
+    """`verbs` on objects of `kind`, in `namespaces` (none: those the plugin watches), which
+    the operator must grant too. `Info.permission` adds one to a reconciler's declaration;
+    `Webhooks(permissions=[...])` lists the reads (`GET`, `LIST`) a review makes."""
+
+    kind: Kind
+    verbs: tuple[Verb, ...]
+    namespaces: tuple[str, ...] = ()
+
+    def __init__(self, kind: Kind, verbs: Iterable[Verb], namespaces: Iterable[str] = ()) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "verbs", tuple(verbs))
+        object.__setattr__(self, "namespaces", tuple(namespaces))
+
+    def wit(self) -> _wit.plugin_info.Permission:
+        """The WIT record."""
+        return _wit.plugin_info.Permission(
+            group=self.kind.group,
+            kind=self.kind.kind,
+            verbs=[v.wit() for v in self.verbs],
+            namespaces=list(self.namespaces),
+        )
+
+
 @dataclass
 class Info:
     """Everything a plugin declares: `Info("team-info", "1.0.0").owns(CONFIG_MAP)`. The
@@ -94,7 +119,7 @@ class Info:
     _watches: list[tuple[Kind, str | None, Mapping]] = field(default_factory=list)
     _finalizer: str | None = None
     _on_metadata: bool = False
-    _permissions: list[tuple[Kind, list[Verb], list[str]]] = field(default_factory=list)
+    _permissions: list[Permission] = field(default_factory=list)
 
     def selector(self, selector: str) -> Info:
         """Reconciles only primary objects matching this label selector."""
@@ -127,7 +152,7 @@ class Info:
     def permission(self, kind: Kind, verbs: Iterable[Verb], namespaces: Iterable[str] = ()) -> Info:
         """`verbs` on objects of `kind`, in `namespaces` (default: those the plugin
         watches). The operator must grant it too."""
-        self._permissions.append((kind, list(verbs), list(namespaces)))
+        self._permissions.append(Permission(kind, verbs, namespaces))
         return self
 
     def wit(self, primary: Kind) -> _wit.plugin_info.Info:
@@ -144,10 +169,5 @@ class Info:
             ],
             finalizer=self._finalizer,
             reconcile_on_metadata_change=self._on_metadata,
-            permissions=[
-                pi.Permission(
-                    group=k.group, kind=k.kind, verbs=[v.wit() for v in verbs], namespaces=ns
-                )
-                for k, verbs, ns in self._permissions
-            ],
+            permissions=[p.wit() for p in self._permissions],
         )

@@ -140,6 +140,16 @@ pub fn twin_cases(name: &str) -> PathBuf {
         .join("tests/cases")
 }
 
+/// The admission review cases of `name`'s Rust twin, `plugins/rust/<name>/tests/admission`,
+/// which the Python plugin must pass with equal reports (an admission-only plugin has these
+/// and no [`twin_cases`]).
+pub fn twin_admission_cases(name: &str) -> PathBuf {
+    workspace()
+        .join("plugins/rust")
+        .join(name)
+        .join("tests/admission")
+}
+
 /// Removes the compiled artefacts in the artefact cache `cache` of every component whose
 /// digest is not in `keep`: each Python component's artefact is ~40 MB, and every earlier build
 /// of a plugin leaves one behind in the tests' caches.

@@ -1,7 +1,8 @@
 //! The Python example plugins against their Rust twins' golden cases: each case of
-//! `plugins/rust/<name>/tests/cases` runs the component built from `plugins/python/<name>`,
-//! and its report must equal the case's `expected.yaml` (never rewritten from here: those
-//! files are the Rust plugin's, see `plugins/rust/golden_runner.rs`).
+//! `plugins/rust/<name>/tests/cases` (reconcile) and `tests/admission` (reviews) runs the
+//! component built from `plugins/python/<name>`, and its report must equal the case's
+//! `expected.yaml` (never rewritten from here: those files are the Rust plugin's, see
+//! `plugins/rust/golden_runner.rs`).
 //!
 //! A CPython component is ~19 MB, so compiling it is the slow part (tens of seconds with
 //! Cranelift); the cases share one artefact cache under `target/python-plugins/artefacts/`,
@@ -70,25 +71,35 @@ fn run_twin_cases(name: &str) {
     );
 }
 
+/// The Rust twin's review cases (`tests/admission`), as `wasmop test --validate/--mutate`
+/// runs them.
+fn run_twin_admission_cases(name: &str) {
+    let component = wasmop_python_plugins::component(name);
+    let cache = cache(name);
+    golden_runner::run_admission_cases_in(
+        &component,
+        &wasmop_python_plugins::twin_admission_cases(name),
+        &|component, config| load_cached(&cache, component, config),
+        golden_runner::Expected::Twin,
+    );
+}
+
 #[test]
 fn python_database_config_passes_the_rust_plugins_golden_cases() {
     run_twin_cases("database-config");
 }
 
-/// Its admission half too: the Rust plugin's review cases (`tests/admission`), as
-/// `wasmop test --validate/--mutate` runs them.
+/// Its admission half too.
 #[test]
 fn python_database_config_passes_the_rust_plugins_admission_cases() {
-    let cache = cache("database-config");
-    golden_runner::run_admission_cases_in(
-        &wasmop_python_plugins::component("database-config"),
-        &wasmop_python_plugins::twin_cases("database-config")
-            .parent()
-            .expect("tests/cases has a parent")
-            .join("admission"),
-        &|component, config| load_cached(&cache, component, config),
-        golden_runner::Expected::Twin,
-    );
+    run_twin_admission_cases("database-config");
+}
+
+/// An admission-only plugin (world `admission-plugin`: no reconciler): its review cases are
+/// all it has.
+#[test]
+fn python_required_labels_passes_the_rust_plugins_admission_cases() {
+    run_twin_admission_cases("required-labels");
 }
 
 #[test]
@@ -106,15 +117,22 @@ fn every_python_plugin_has_a_rust_twin_with_cases() {
     let names = wasmop_python_plugins::names();
     assert_eq!(
         names,
-        ["configmap-mirror", "database-config", "namespace-defaults"],
+        [
+            "configmap-mirror",
+            "database-config",
+            "namespace-defaults",
+            "required-labels"
+        ],
         "a new Python plugin needs its golden test here"
     );
     for name in names {
         let cases = wasmop_python_plugins::twin_cases(&name);
+        let admission = wasmop_python_plugins::twin_admission_cases(&name);
         assert!(
-            cases.is_dir(),
-            "plugins/python/{name} has no Rust twin with golden cases at {}",
-            cases.display()
+            cases.is_dir() || admission.is_dir(),
+            "plugins/python/{name} has no Rust twin with golden cases at {} or {}",
+            cases.display(),
+            admission.display()
         );
     }
 }
