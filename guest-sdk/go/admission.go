@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // Operation is an operation a webhook reviews.
@@ -40,11 +41,15 @@ type Webhook struct {
 }
 
 // Webhooks are the webhooks a plugin asks the host to register (at least one), on Kind
-// (the reviewed type's DefaultKind when it has one).
+// (the reviewed type's DefaultKind when it has one), and the reads (VerbGet, VerbList) its
+// reviews make beyond the reviewed object that the reconciler's Info does not already ask
+// for: all an admission-only plugin may read. The operator grants them as Info's; the host
+// refuses other verbs at load.
 type Webhooks struct {
-	Kind       Kind
-	Validating *Webhook
-	Mutating   *Webhook
+	Kind        Kind
+	Validating  *Webhook
+	Mutating    *Webhook
+	Permissions []Permission
 }
 
 // UserInfo is who made the request, as the API server authenticated them.
@@ -99,8 +104,9 @@ func RefuseInvalid(format string, args ...any) *Denied {
 }
 
 // Admission is the admission half of a plugin, for objects of type T (a pointer to the
-// reviewed kind's struct). Register it with [RegisterAdmission] beside the reconciler.
-// Embed [NoValidate] or [NoMutate] for the review it does not make.
+// reviewed kind's struct). Register it with [RegisterAdmission] beside the reconciler, or
+// alone with [RegisterAdmissionOnly]. Embed [NoValidate] or [NoMutate] for the review it does
+// not make.
 type Admission[T Object] interface {
 	// Webhooks says which webhooks to register. Called once per loaded version; it must not
 	// call the host.
@@ -148,23 +154,93 @@ type Answer struct {
 }
 
 type admission struct {
-	webhooks func() Webhooks
-	review   func(ctx *Context, mutate bool, r WireReview) (Answer, error)
+	// name and version of an admission-only plugin ([RegisterAdmissionOnly]); beside a
+	// reconciler (standalone false) the reconciler's Info names the plugin.
+	name, version string
+	standalone    bool
+	webhooks      func() Webhooks
+	review        func(ctx *Context, mutate bool, r WireReview) (Answer, error)
 }
 
 var registeredAdmission *admission
 
 // RegisterAdmission makes a the plugin's admission half. Call it once, from the plugin
-// package's init function, beside [Register]; a second call panics. The plugin is then
-// built against the world plugin-with-admission (guest-sdk/go/build sees the call).
+// package's init function, beside [Register]: the admission half shares the reconciler's
+// name and version. A second call panics. The plugin is then built against the world
+// plugin-with-admission (guest-sdk/go/build sees the call).
 func RegisterAdmission[T Object](a Admission[T]) {
 	if registeredAdmission != nil {
-		panic("wasmop.RegisterAdmission called twice: a plugin has one admission half")
+		panic(secondAdmission("wasmop.RegisterAdmission"))
 	}
+	registeredAdmission = admissionOf("wasmop.RegisterAdmission", a)
+}
+
+// RegisterAdmissionOnly makes a the whole plugin: one that reviews admission requests and
+// reconciles nothing, called name (a DNS-1123 label: lowercase letters, digits and '-', at
+// most 63 characters) at version (1 to 64 characters of 0-9, A-Z, a-z, '.', '+', '_' and
+// '-'), the name and version its reviews, metrics and logs carry. Call it once, from the
+// plugin package's init function, instead of [Register] and [RegisterAdmission]. The plugin
+// is then built against the world admission-plugin (guest-sdk/go/build sees the call), which
+// exports no reconciler: the host serves its webhooks and runs no controller for it.
+//
+// A bad name or version, a second admission half, or a reconciler registered too panics in
+// init, which fails the build: it runs the init functions when it pre-initialises the
+// component.
+func RegisterAdmissionOnly[T Object](name, version string, a Admission[T]) {
+	const who = "wasmop.RegisterAdmissionOnly"
+	if registeredAdmission != nil {
+		panic(secondAdmission(who))
+	}
+	if registered != nil {
+		panic(who + ": the plugin registers a reconciler (wasmop.Register); register its admission " +
+			"half with wasmop.RegisterAdmission instead, which shares the reconciler's name and version")
+	}
+	if err := checkIdentity(name, version); err != nil {
+		panic(fmt.Sprintf("%s: %v", who, err))
+	}
+	registeredAdmission = admissionOf(who, a)
+	registeredAdmission.name, registeredAdmission.version, registeredAdmission.standalone = name, version, true
+}
+
+// secondAdmission is the panic of a registration that finds the admission half registered.
+func secondAdmission(who string) string {
+	first := "wasmop.RegisterAdmission"
+	if registeredAdmission.standalone {
+		first = "wasmop.RegisterAdmissionOnly"
+	}
+	return fmt.Sprintf("%s: the plugin registered its admission half already (%s): a plugin has one", who, first)
+}
+
+// checkIdentity checks an admission-only plugin's name and version by the contract's rules
+// (wit/plugin.wit, plugin-info.info), so that a bad one fails the build, naming itself,
+// instead of the host refusing the plugin at load. By hand rather than with regexp, which
+// would add to every component's size.
+func checkIdentity(name, version string) error {
+	label := len(name) >= 1 && len(name) <= 63 && name[0] != '-' && name[len(name)-1] != '-'
+	for _, c := range []byte(name) {
+		label = label && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
+	}
+	if !label {
+		return fmt.Errorf("the plugin's name %q is not a DNS-1123 label (lowercase letters, digits and '-', "+
+			"starting and ending with a letter or digit, at most 63 characters)", name)
+	}
+	ok := len(version) >= 1 && len(version) <= 64
+	for _, c := range []byte(version) {
+		ok = ok && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".+_-", c) >= 0)
+	}
+	if !ok {
+		return fmt.Errorf("the plugin's version %q is not 1 to 64 characters of 0-9, A-Z, a-z, '.', '+', '_' and '-'", version)
+	}
+	return nil
+}
+
+// admissionOf is a's webhooks and reviews over the wire's types; who registers it, for the
+// messages of its panics.
+func admissionOf[T Object](who string, a Admission[T]) *admission {
 	var zero T
 	t := reflect.TypeOf(zero)
 	if t == nil || t.Kind() != reflect.Pointer {
-		panic(fmt.Sprintf("wasmop.RegisterAdmission: the object type %v must be a pointer to a struct", t))
+		panic(fmt.Sprintf("%s: the object type %v must be a pointer to a struct", who, t))
 	}
 	decodeObject := func(which string, text *string) (T, *Denied) {
 		var none T
@@ -177,13 +253,13 @@ func RegisterAdmission[T Object](a Admission[T]) {
 		}
 		return obj, nil
 	}
-	registeredAdmission = &admission{
+	return &admission{
 		webhooks: func() Webhooks {
 			hooks := a.Webhooks()
 			if hooks.Kind.Kind == "" {
 				k, ok := any(reflect.New(t.Elem()).Interface()).(Kinded)
 				if !ok {
-					panic(fmt.Sprintf("wasmop.RegisterAdmission: %v has no DefaultKind method; set Webhooks.Kind", t))
+					panic(fmt.Sprintf("%s: %v has no DefaultKind method; set Webhooks.Kind", who, t))
 				}
 				hooks.Kind = k.DefaultKind()
 			}
@@ -265,22 +341,32 @@ func merge(base, top any) any {
 	return b
 }
 
-// DescribedAdmission is the registered admission half's webhooks and the reconciler's name
-// and version, for the build's glue. A panic in Webhooks is an error.
-func DescribedAdmission() (info Info, hooks Webhooks, err error) {
+// noAdmission is the error of a plugin with no admission half, in the words of whoever
+// needs one.
+const noAdmission = "no admission half registered: call wasmop.RegisterAdmission (beside wasmop.Register) " +
+	"or wasmop.RegisterAdmissionOnly in the plugin's init function"
+
+// DescribedAdmission is the registered admission half's webhooks and the plugin's name and
+// version (an admission-only plugin's own, otherwise the reconciler's), for the build's
+// glue. A panic in Webhooks (or in the reconciler's Describe) is an error.
+func DescribedAdmission() (name, version string, hooks Webhooks, err error) {
 	if registeredAdmission == nil {
-		return Info{}, Webhooks{}, fmt.Errorf("no admission half registered: call wasmop.RegisterAdmission in the plugin's init function")
+		return "", "", Webhooks{}, fmt.Errorf("%s", noAdmission)
 	}
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("%s", panicMessage(v))
 		}
 	}()
-	info, err = Described()
-	if err != nil {
-		return Info{}, Webhooks{}, err
+	name, version = registeredAdmission.name, registeredAdmission.version
+	if !registeredAdmission.standalone {
+		info, err := Described()
+		if err != nil {
+			return "", "", Webhooks{}, err
+		}
+		name, version = info.Name, info.Version
 	}
-	return info, registeredAdmission.webhooks(), nil
+	return name, version, registeredAdmission.webhooks(), nil
 }
 
 // ServeReview runs one review (validate, or mutate when mutate is set) for the build's
@@ -288,7 +374,7 @@ func DescribedAdmission() (info Info, hooks Webhooks, err error) {
 // returned, for the glue to trap with.
 func ServeReview(host Host, mutate bool, target Ref, w WireReview) (answer Answer, failure string) {
 	if registeredAdmission == nil {
-		return Answer{}, "no admission half registered: call wasmop.RegisterAdmission in the plugin's init function"
+		return Answer{}, noAdmission
 	}
 	defer func() {
 		if v := recover(); v != nil {

@@ -12,6 +12,10 @@
 // included, so keep state in the cluster. Reconcile is level-based: given the object as it
 // is now, make the world match it, idempotently.
 //
+// A plugin can also review requests before the API server stores them, as Kubernetes
+// admission webhooks: an [Admission] registered with [RegisterAdmission] beside the
+// reconciler, or alone with [RegisterAdmissionOnly] for a plugin that reconciles nothing.
+//
 // Objects are the author's own Go structs with JSON tags, embedding [TypeMeta] and
 // [ObjectMeta] as k8s.io/api types do (the JSON is the same); [ConfigMap], [Namespace] and
 // [Condition] are provided. The k8s.io/api types work too (every call takes any

@@ -65,3 +65,28 @@ func ExampleSetCondition() {
 	fmt.Println(changed, conditions[0].LastTransitionTime, conditions[0].ObservedGeneration)
 	// Output: true 2025-01-01T00:00:00Z 2
 }
+
+// TeamLeads refuses a Team without a lead: an admission-only plugin, with a validating
+// webhook and no reconciler.
+type TeamLeads struct {
+	wasmop.NoMutate[*Team]
+}
+
+func (TeamLeads) Webhooks() wasmop.Webhooks {
+	return wasmop.Webhooks{Kind: TeamKind, Validating: &wasmop.Webhook{Operations: []wasmop.Operation{wasmop.Create, wasmop.Update}}}
+}
+
+func (TeamLeads) Validate(_ *wasmop.Context, r wasmop.Review[*Team]) (wasmop.Allowed, error) {
+	if r.Object.Spec.Lead == "" {
+		return wasmop.Allowed{}, wasmop.RefuseInvalid("Team %s: spec.lead: Required value", r.Name)
+	}
+	return wasmop.Allowed{}, nil
+}
+
+// A plugin that only reviews admission requests names itself when it registers its
+// admission half, from its package's init function; the build then makes a component that
+// exports admission and no reconciler.
+func ExampleRegisterAdmissionOnly() {
+	// In the plugin's package: func init() { wasmop.RegisterAdmissionOnly[*Team]("team-leads", "1.0.0", TeamLeads{}) }
+	var _ wasmop.Admission[*Team] = TeamLeads{}
+}

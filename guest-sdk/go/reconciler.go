@@ -60,6 +60,10 @@ func Register[T Object](r Reconciler[T]) {
 	if registered != nil {
 		panic("wasmop.Register called twice: a plugin has one reconciler")
 	}
+	if registeredAdmission != nil && registeredAdmission.standalone {
+		panic("wasmop.Register: the plugin registered itself as admission-only (wasmop.RegisterAdmissionOnly), " +
+			"which has no reconciler; register its admission half with wasmop.RegisterAdmission instead")
+	}
 	var zero T
 	t := reflect.TypeOf(zero)
 	if t == nil || t.Kind() != reflect.Pointer {
@@ -147,7 +151,8 @@ func panicMessage(v any) string {
 		f, more := frames.Next()
 		// The runtime's own frames (gopanic, the fault handlers) say nothing of the bug.
 		if !strings.HasPrefix(f.Function, "runtime.") && f.Function != "" {
-			if strings.HasPrefix(f.Function, "wasmop.dev/wasmop.Register[") || strings.HasPrefix(f.Function, "wasmop.dev/wasmop.Serve") {
+			if strings.HasPrefix(f.Function, "wasmop.dev/wasmop.Register[") || strings.HasPrefix(f.Function, "wasmop.dev/wasmop.admissionOf[") ||
+				strings.HasPrefix(f.Function, "wasmop.dev/wasmop.Serve") {
 				break // the SDK's call of the plugin: what is below it is the SDK's and the glue's
 			}
 			lines = append(lines, fmt.Sprintf("  %s:%d in %s", f.File, f.Line, f.Function))

@@ -338,8 +338,7 @@ func (reviewer) Mutate(_ *Context, r Review[*reviewedDB]) (*reviewedDB, Allowed,
 }
 
 func TestAdmissionReviewsAreTypedRefusalsAreAnswersAndFailuresAreNot(t *testing.T) {
-	registeredAdmission = nil
-	defer func() { registeredAdmission = nil }()
+	fresh(t)
 	RegisterAdmission[*reviewedDB](reviewer{})
 	if k := registeredAdmission.webhooks().Kind; k.Kind != "Database" {
 		t.Fatalf("the kind comes from DefaultKind: %+v", k)
@@ -376,5 +375,133 @@ func TestAdmissionReviewsAreTypedRefusalsAreAnswersAndFailuresAreNot(t *testing.
 	spec := changed["spec"].(map[string]any)
 	if spec["replicas"] != float64(1) || spec["extra"] != "kept" {
 		t.Fatalf("the change laid over the object, unknown fields kept: %v", spec)
+	}
+}
+
+// fresh forgets every registration, now and when the test ends.
+func fresh(t *testing.T) {
+	t.Helper()
+	registered, registeredAdmission = nil, nil
+	t.Cleanup(func() { registered, registeredAdmission = nil, nil })
+}
+
+// panicMessageOf is what f panics with; "" when it does not.
+func panicMessageOf(f func()) (message string) {
+	defer func() {
+		if v := recover(); v != nil {
+			message = fmt.Sprint(v)
+		}
+	}()
+	f()
+	return ""
+}
+
+// An admission-only plugin names itself: its describe carries its own name and version,
+// there is no reconciler, and it reviews as one beside a reconciler does.
+func TestAnAdmissionOnlyPluginNamesItselfAndReviewsWithoutAReconciler(t *testing.T) {
+	fresh(t)
+	RegisterAdmissionOnly[*reviewedDB]("port-check", "1.2.3-rc.1+build.5", reviewer{})
+	name, version, hooks, err := DescribedAdmission()
+	if err != nil || name != "port-check" || version != "1.2.3-rc.1+build.5" || hooks.Kind.Kind != "Database" || hooks.Validating == nil {
+		t.Fatalf("described: %q %q %+v %v", name, version, hooks, err)
+	}
+	if _, err := Described(); err == nil {
+		t.Fatal("an admission-only plugin has no reconciler to describe")
+	}
+	text := `{"apiVersion":"demo.wasmop.dev/v1","kind":"Database","metadata":{"name":"a"},"spec":{"port":0}}`
+	answer, failure := ServeReview(&fakeHost{}, false, Ref{}, WireReview{Operation: Create, Object: &text})
+	if failure != "" || answer.Denied == nil || answer.Denied.Code != 422 {
+		t.Fatalf("refused as invalid: %+v %q", answer, failure)
+	}
+	if err := checkWorld("admission-plugin"); err != nil {
+		t.Fatalf("its world: %v", err)
+	}
+	if err := checkWorld("plugin-with-admission"); err == nil || !strings.Contains(err.Error(), "need the world admission-plugin, but guest-sdk/go/build built it against plugin-with-admission") {
+		t.Fatalf("another world names the one it needs: %v", err)
+	}
+}
+
+// The existing form still names the plugin after its reconciler, and needs both.
+func TestAnAdmissionHalfBesideAReconcilerSharesItsNameAndWorld(t *testing.T) {
+	fresh(t)
+	Register[*db](panicky{})
+	RegisterAdmission[*reviewedDB](reviewer{})
+	if name, version, _, err := DescribedAdmission(); err != nil || name != "panicky" || version != "0.1.0" {
+		t.Fatalf("the reconciler's name and version: %q %q %v", name, version, err)
+	}
+	if err := checkWorld("plugin-with-admission"); err != nil {
+		t.Fatal(err)
+	}
+	registeredAdmission = nil
+	if err := checkWorld("plugin"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each misuse fails in init (so the build, which runs init functions, fails) and says what
+// to do instead.
+func TestMisregistrationsFailClearly(t *testing.T) {
+	only := func() { RegisterAdmissionOnly[*reviewedDB]("port-check", "0.1.0", reviewer{}) }
+	cases := []struct {
+		name  string
+		first func()
+		then  func()
+		want  string
+	}{
+		{"reconciler then admission-only", func() { Register[*db](panicky{}) }, only,
+			"wasmop.RegisterAdmissionOnly: the plugin registers a reconciler (wasmop.Register); register its admission half with wasmop.RegisterAdmission instead"},
+		{"admission-only then reconciler", only, func() { Register[*db](panicky{}) },
+			"wasmop.Register: the plugin registered itself as admission-only (wasmop.RegisterAdmissionOnly), which has no reconciler"},
+		{"admission-only twice", only, only,
+			"wasmop.RegisterAdmissionOnly: the plugin registered its admission half already (wasmop.RegisterAdmissionOnly): a plugin has one"},
+		{"admission then admission-only", func() { RegisterAdmission[*reviewedDB](reviewer{}) }, only,
+			"wasmop.RegisterAdmissionOnly: the plugin registered its admission half already (wasmop.RegisterAdmission): a plugin has one"},
+		{"admission-only then admission", only, func() { RegisterAdmission[*reviewedDB](reviewer{}) },
+			"wasmop.RegisterAdmission: the plugin registered its admission half already (wasmop.RegisterAdmissionOnly): a plugin has one"},
+		{"a name that is no DNS label", func() {}, func() { RegisterAdmissionOnly[*reviewedDB]("Port_Check", "0.1.0", reviewer{}) },
+			`wasmop.RegisterAdmissionOnly: the plugin's name "Port_Check" is not a DNS-1123 label`},
+		{"a name ending in '-'", func() {}, func() { RegisterAdmissionOnly[*reviewedDB]("port-", "0.1.0", reviewer{}) },
+			`the plugin's name "port-" is not a DNS-1123 label`},
+		{"a name too long", func() {}, func() { RegisterAdmissionOnly[*reviewedDB](strings.Repeat("a", 64), "0.1.0", reviewer{}) },
+			"is not a DNS-1123 label"},
+		{"no name", func() {}, func() { RegisterAdmissionOnly[*reviewedDB]("", "0.1.0", reviewer{}) },
+			`the plugin's name "" is not a DNS-1123 label`},
+		{"no version", func() {}, func() { RegisterAdmissionOnly[*reviewedDB]("port-check", "", reviewer{}) },
+			`the plugin's version "" is not 1 to 64 characters of 0-9, A-Z, a-z, '.', '+', '_' and '-'`},
+		{"a version with a space", func() {}, func() { RegisterAdmissionOnly[*reviewedDB]("port-check", "1.0 beta", reviewer{}) },
+			`the plugin's version "1.0 beta" is not`},
+		{"a type that is no pointer", func() {}, func() { RegisterAdmissionOnly[Object]("port-check", "0.1.0", nil) },
+			"wasmop.RegisterAdmissionOnly: the object type <nil> must be a pointer to a struct"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fresh(t)
+			c.first()
+			if got := panicMessageOf(c.then); !strings.Contains(got, c.want) {
+				t.Fatalf("want a panic containing %q, got %q", c.want, got)
+			}
+		})
+	}
+	if name := strings.Repeat("a", 63); checkIdentity(name, strings.Repeat("v", 64)) != nil {
+		t.Fatal("a 63-character name and a 64-character version are fine")
+	}
+}
+
+// What the build's glue checks once the plugin's init functions have run.
+func TestCheckWorldRefusesNothingAndAnAdmissionHalfWithoutItsReconciler(t *testing.T) {
+	fresh(t)
+	if err := checkWorld("plugin"); err == nil || !strings.HasPrefix(err.Error(), "the plugin registers nothing: call wasmop.Register") {
+		t.Fatalf("nothing: %v", err)
+	}
+	if got := panicMessageOf(func() { CheckWorld("plugin") }); !strings.HasPrefix(got, "the plugin registers nothing") {
+		t.Fatalf("CheckWorld panics with it: %q", got)
+	}
+	RegisterAdmission[*reviewedDB](reviewer{})
+	if err := checkWorld("plugin-with-admission"); err == nil || !strings.Contains(err.Error(),
+		"but no reconciler: call wasmop.Register too, or register the admission half alone with wasmop.RegisterAdmissionOnly(name, version, admission)") {
+		t.Fatalf("an admission half alone: %v", err)
+	}
+	if _, _, _, err := DescribedAdmission(); err == nil || err.Error() != "no reconciler registered: call wasmop.Register in the plugin's init function" {
+		t.Fatalf("its describe: %v", err)
 	}
 }

@@ -1,12 +1,14 @@
 //go:build wasmop_glue
 
 // Package export_wasmop_plugin_admission is the glue between the SDK's admission half and
-// wit-bindgen's generated bindings, compiled only into a plugin built against the world
-// plugin-with-admission: guest-sdk/go/build copies this file into the generated module as
-// the package the generated admission exports call. It turns the SDK's Webhooks, Answer and
-// Denied into the contract's records; a review that fails (a panic, an error that is not a
-// refusal) ends the call with its message on stderr, which the host quotes in the failed
-// review's message before the webhook's failure policy answers.
+// wit-bindgen's generated bindings, compiled only into a plugin built against a world that
+// exports admission (admission-plugin, plugin-with-admission): guest-sdk/go/build copies this
+// file into the generated module as the package the generated admission exports call. It
+// turns the SDK's Webhooks, Answer and Denied into the contract's records; a review that
+// fails (a panic, an error that is not a refusal) ends the call with its message on stderr,
+// which the host quotes in the failed review's message before the webhook's failure policy
+// answers. Its host calls go through the imports' Host (wasmop_host, glue/host.go), which
+// needs no reconciler.
 package export_wasmop_plugin_admission
 
 import (
@@ -15,24 +17,23 @@ import (
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	"wasmop.dev/wasmop"
-	reconciler "wit_component/export_wasmop_plugin_reconciler"
+	"wit_component/wasmop_host"
 	adm "wit_component/wasmop_plugin_admission"
-	"wit_component/wasmop_plugin_plugin_info"
-	"wit_component/wasmop_plugin_types"
 )
 
-// Describe is the contract's admission describe.
+// Describe is the contract's admission describe: the plugin's name and version (an
+// admission-only plugin's own, otherwise its reconciler's) and its webhooks.
 func Describe() adm.AdmissionInfo {
-	info, hooks, err := wasmop.DescribedAdmission()
+	name, version, hooks, err := wasmop.DescribedAdmission()
 	if err != nil {
 		panic(err.Error())
 	}
 	return adm.AdmissionInfo{
-		Name:        info.Name,
-		Version:     info.Version,
+		Name:        name,
+		Version:     version,
 		Validating:  registration(hooks.Kind, hooks.Validating),
 		Mutating:    registration(hooks.Kind, hooks.Mutating),
-		Permissions: []wasmop_plugin_plugin_info.Permission{},
+		Permissions: wasmop_host.Permissions(hooks.Permissions),
 	}
 }
 
@@ -80,7 +81,7 @@ func serve(mutate bool, r adm.Review) wasmop.Answer {
 		OldObject:   optional(r.OldObject),
 		DryRun:      r.DryRun,
 	}
-	answer, failure := wasmop.ServeReview(reconciler.Host, mutate, target, w)
+	answer, failure := wasmop.ServeReview(wasmop_host.Host, mutate, target, w)
 	if failure != "" {
 		// One line, the last the plugin writes: the host quotes it in the trap's message.
 		fmt.Fprintln(os.Stderr, failure)
@@ -142,20 +143,14 @@ func registration(k wasmop.Kind, w *wasmop.Webhook) witTypes.Option[adm.Registra
 	if timeout == 0 {
 		timeout = 10
 	}
-	opt := func(s string) witTypes.Option[string] {
-		if s == "" {
-			return witTypes.None[string]()
-		}
-		return witTypes.Some(s)
-	}
 	return witTypes.Some(adm.Registration{
 		Rules: []adm.Rule{{
-			Kind:        wasmop_plugin_types.Gvk{Group: k.Group, Version: k.Version, Kind: k.Kind},
+			Kind:        wasmop_host.Gvk(k),
 			Operations:  ops,
-			Subresource: opt(w.Subresource),
+			Subresource: wasmop_host.Opt(w.Subresource),
 		}},
-		NamespaceSelector: opt(w.NamespaceSelector),
-		ObjectSelector:    opt(w.ObjectSelector),
+		NamespaceSelector: wasmop_host.Opt(w.NamespaceSelector),
+		ObjectSelector:    wasmop_host.Opt(w.ObjectSelector),
 		FailurePolicy:     policy,
 		TimeoutSeconds:    timeout,
 	})

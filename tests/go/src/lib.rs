@@ -164,6 +164,15 @@ pub fn twin_cases(name: &str) -> PathBuf {
         .join("tests/cases")
 }
 
+/// The admission cases of `name`'s Rust twin, `plugins/rust/<name>/tests/admission`, which
+/// the Go plugin's webhooks must pass with equal reports.
+pub fn twin_admission_cases(name: &str) -> PathBuf {
+    workspace()
+        .join("plugins/rust")
+        .join(name)
+        .join("tests/admission")
+}
+
 /// The paths of the Go toolchain `./dev setup` installed (`guest-sdk/go/build --tools`):
 /// wit-bindgen, wasm-tools, the adapter and the patched copy of wit-bindgen's Go package.
 ///

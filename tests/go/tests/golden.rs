@@ -72,20 +72,30 @@ fn go_database_config_passes_the_rust_plugins_golden_cases() {
     run_twin_cases("database-config");
 }
 
-/// Its admission half too: the Rust plugin's review cases (`tests/admission`), as
-/// `wasmop test --validate/--mutate` runs them.
-#[test]
-fn go_database_config_passes_the_rust_plugins_admission_cases() {
-    let cache = cache("database-config");
+/// The Rust twin's review cases (`tests/admission`), as `wasmop test --validate/--mutate`
+/// runs them.
+fn run_twin_admission_cases(name: &str) {
+    let component = wasmop_go_plugins::component(name);
+    let cache = cache(name);
     golden_runner::run_admission_cases_in(
-        &wasmop_go_plugins::component("database-config"),
-        &wasmop_go_plugins::twin_cases("database-config")
-            .parent()
-            .expect("tests/cases has a parent")
-            .join("admission"),
+        &component,
+        &wasmop_go_plugins::twin_admission_cases(name),
         &|component, config| load_cached(&cache, component, config),
         golden_runner::Expected::Twin,
     );
+}
+
+/// Its admission half too.
+#[test]
+fn go_database_config_passes_the_rust_plugins_admission_cases() {
+    run_twin_admission_cases("database-config");
+}
+
+/// An admission-only plugin (world `admission-plugin`: no reconciler), so admission cases
+/// alone.
+#[test]
+fn go_required_labels_passes_the_rust_plugins_admission_cases() {
+    run_twin_admission_cases("required-labels");
 }
 
 #[test]
@@ -103,15 +113,23 @@ fn every_go_plugin_has_a_rust_twin_with_cases() {
     let names = wasmop_go_plugins::names();
     assert_eq!(
         names,
-        ["configmap-mirror", "database-config", "namespace-defaults"],
+        [
+            "configmap-mirror",
+            "database-config",
+            "namespace-defaults",
+            "required-labels"
+        ],
         "a new Go plugin needs its golden test here"
     );
     for name in names {
+        // An admission-only plugin's twin has review cases and no reconcile ones.
         let cases = wasmop_go_plugins::twin_cases(&name);
+        let admission = wasmop_go_plugins::twin_admission_cases(&name);
         assert!(
-            cases.is_dir(),
-            "plugins/go/{name} has no Rust twin with golden cases at {}",
-            cases.display()
+            cases.is_dir() || admission.is_dir(),
+            "plugins/go/{name} has no Rust twin with golden cases at {} or {}",
+            cases.display(),
+            admission.display()
         );
     }
 }
