@@ -610,12 +610,7 @@ async fn a_plugin_may_review_only_what_it_may_read() {
         admission_section(port)
     );
     let mut host = Host::start(&env, &["review-secrets"], &config).await;
-    let refused = host
-        .wait_log("the plugin to be refused", |l| {
-            message(l) == "plugin version rejected"
-        })
-        .await;
-    let error = refused["fields"]["error"].as_str().unwrap();
+    let error = host.wait_rejection("the plugin to be refused").await;
     assert!(
         error.contains("plugin `review-secrets` asks to review core/Secret, which it may not read")
             && error.contains("plugins.review-secrets.grants"),
@@ -656,6 +651,142 @@ async fn a_plugin_may_review_only_what_it_may_read() {
         .unwrap();
     let rule = &v.webhooks.unwrap()[0].rules.clone().unwrap()[0];
     assert_eq!(rule.resources.as_deref(), Some(&["secrets".to_owned()][..]));
+    host.stop().await;
+}
+
+fn deployment(name: &str, labels: serde_json::Value) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// `required-labels` exports `admission` and no reconciler: the host runs its webhook and no
+/// controller, and refuses it where it would do nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_that_only_reviews_serves_its_webhook_without_a_controller() {
+    let env = TestEnv::start().await.unwrap();
+    let port = free_port();
+    let config = format!(
+        "{}{}",
+        confined(
+            &env,
+            &["required-labels"],
+            "    grants: [{group: apps, kind: Deployment, verbs: [get]}]\n    \
+             config: {labels: [team, owner]}\n"
+        ),
+        admission_section(port)
+    );
+    let host = Host::start(&env, &["required-labels"], &config).await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(env.client());
+    let name = format!("wasmop-{}", env.namespace());
+    let v = env
+        .wait_for(&validating, &name, "to be created", PATIENCE, |c| {
+            c.is_some()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", host.log_text()))
+        .unwrap();
+    let hook = &v.webhooks.unwrap()[0];
+    assert_eq!(hook.name, "required-labels.plugins.wasmop.dev");
+    let rule = &hook.rules.as_ref().unwrap()[0];
+    assert_eq!(
+        rule.resources.as_deref(),
+        Some(&["deployments".to_owned()][..])
+    );
+    // No mutating webhook, no controller; its status says it reviews.
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client());
+    assert!(mutating.get_opt(&name).await.unwrap().is_none());
+    let (code, status) = host.probe("/status").await;
+    assert_eq!(code, 200, "{status}");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(
+        status["plugins"]["required-labels"]["state"], "reviewing",
+        "{status}"
+    );
+
+    // Refused through the API server with the plugin's message, naming every missing label.
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(env.client(), env.namespace());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let text = loop {
+        match api
+            .create(
+                &PostParams::default(),
+                &deployment("web", json!({"team": "shop"})),
+            )
+            .await
+        {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+                break status.message;
+            }
+            Ok(_) => {
+                // Created before the API server saw the webhook: try again.
+                api.delete("web", &Default::default()).await.unwrap();
+                assert!(tokio::time::Instant::now() < deadline, "never reviewed");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    };
+    assert!(
+        text.contains("required-labels.plugins.wasmop.dev")
+            && text.contains("Deployment web lacks the labels this cluster requires: owner"),
+        "{text}"
+    );
+    api.create(
+        &PostParams::default(),
+        &deployment("web", json!({"team": "shop", "owner": "ana"})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !host
+            .lines()
+            .iter()
+            .any(|l| message(l) == "plugin controller starting"),
+        "a plugin without a reconciler got a controller:\n{}",
+        host.log_text()
+    );
+    host.stop().await;
+
+    // Without the read of what it reviews granted, it is refused, naming the grant.
+    let config = format!(
+        "{}{}",
+        confined(&env, &["required-labels"], ""),
+        admission_section(free_port())
+    );
+    let mut host = Host::start(&env, &["required-labels"], &config).await;
+    let error = host.wait_rejection("the plugin to be refused").await;
+    assert!(
+        error.contains("asks to review apps/Deployment, which it may not read"),
+        "{error}"
+    );
+    host.stop().await;
+
+    // A host that does not serve admission refuses it: it would do nothing there.
+    let config = confined(
+        &env,
+        &["required-labels"],
+        "    grants: [{group: apps, kind: Deployment, verbs: [get]}]\n",
+    );
+    let mut host = Host::start(&env, &["required-labels"], &config).await;
+    let error = host.wait_rejection("the plugin to be refused").await;
+    assert!(
+        error.contains("plugin `required-labels` has no reconciler")
+            && error.contains("this host does not serve admission"),
+        "{error}"
+    );
     host.stop().await;
 }
 

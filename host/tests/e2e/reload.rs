@@ -131,12 +131,7 @@ async fn bad_version_is_rejected_and_the_last_good_one_keeps_writing() {
     wait_version(&env, "a", "1").await;
 
     put_plugins(&env, &[(KEY, "other-world")]).await;
-    let line = host
-        .wait_log("the bad version to be rejected", |l| {
-            message(l) == "plugin version rejected"
-        })
-        .await;
-    let error = line["fields"]["error"].as_str().unwrap();
+    let error = host.wait_rejection("the bad version to be rejected").await;
     assert!(error.contains(KEY), "{error}");
     assert!(error.contains("version 1"), "{error}");
     assert_eq!(host.metric(&reloads("rejected")).await, 1.0);
@@ -407,12 +402,7 @@ async fn earlier_source_wins_a_plugin_name_and_the_later_one_takes_over_when_it_
     let source = plugins_configmap_source();
     // The plugin directory is the first source, the ConfigMap the second.
     let mut host = Host::start_with_sources(&env, &["reload-v1"], &[&source], &config(&env)).await;
-    let line = host
-        .wait_log("the duplicate to be rejected", |l| {
-            message(l) == "plugin version rejected"
-        })
-        .await;
-    let error = line["fields"]["error"].as_str().unwrap();
+    let error = host.wait_rejection("the duplicate to be rejected").await;
     assert!(
         error.contains(&format!("`{KEY}` in ConfigMap {}/{PLUGINS_CONFIGMAP} is refused: plugin `reload-probe` already comes from `reload-v1.wasm` in directory", env.namespace())),
         "{error}"
@@ -438,12 +428,7 @@ async fn first_of_two_components_with_one_name_in_a_directory_wins_though_they_l
     // Both declare `reload-probe`; the host loads them concurrently at start-up, and the first
     // key in the directory's order (`reload-v1.wasm`) must still be the one that runs.
     let mut host = Host::start(&env, &["reload-v2", "reload-v1"], &config(&env)).await;
-    let line = host
-        .wait_log("the duplicate to be rejected", |l| {
-            message(l) == "plugin version rejected"
-        })
-        .await;
-    let error = line["fields"]["error"].as_str().unwrap();
+    let error = host.wait_rejection("the duplicate to be rejected").await;
     assert!(
         error.contains("`reload-v2.wasm` in directory")
             && error

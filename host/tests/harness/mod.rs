@@ -445,6 +445,17 @@ impl Host {
             .await
     }
 
+    /// Waits for `plugin version rejected` in the log and returns its `error`.
+    pub async fn wait_rejection(&mut self, what: &str) -> String {
+        let line = self
+            .wait_log(what, |l| message(l) == "plugin version rejected")
+            .await;
+        line["fields"]["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a rejection without an error: {line}"))
+            .to_owned()
+    }
+
     /// Waits until `check` finds something in the log.
     pub async fn wait_lines<T>(&mut self, what: &str, check: impl Fn(&[Value]) -> Option<T>) -> T {
         let deadline = tokio::time::Instant::now() + PATIENCE;
