@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -167,7 +166,9 @@ func isNull(data []byte) bool {
 
 // check walks the JSON text data against t for what encoding/json lets pass: required
 // fields, and with strict, keys t does not have. Text of another shape than t (a string
-// for a struct, say) passes: encoding/json reports the type.
+// for a struct, say) passes: encoding/json reports the type. It reads data once, with
+// members and elements, which slice the text without decoding it: parsing each part again
+// with encoding/json cost more than the decode it checks.
 func check(t reflect.Type, data []byte, path string, strict bool) error {
 	if !strict && !needsCheck(t) {
 		return nil
@@ -180,28 +181,32 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		var m map[string]json.RawMessage
-		if json.Unmarshal(data, &m) != nil || m == nil {
+		m, ok := members(data)
+		if !ok {
 			return nil
 		}
 		fs := cachedFields(t)
-		keys := make([]string, len(fs))
-		for i, f := range fs {
-			keys[i] = f.key
-		}
 		if strict {
-			for _, k := range slices.Sorted(maps.Keys(m)) {
-				if !slices.Contains(keys, k) {
-					where := ""
-					if path != "" {
-						where = " in `" + path + "`"
-					}
-					return fmt.Errorf("unknown field `%s`, expected %s%s", k, expected(keys), where)
+			var unknown []string
+			for _, kv := range m {
+				if !slices.ContainsFunc(fs, func(f field) bool { return f.key == kv.key }) {
+					unknown = append(unknown, kv.key)
 				}
+			}
+			if len(unknown) > 0 {
+				keys := make([]string, len(fs))
+				for i, f := range fs {
+					keys[i] = f.key
+				}
+				where := ""
+				if path != "" {
+					where = " in `" + path + "`"
+				}
+				return fmt.Errorf("unknown field `%s`, expected %s%s", slices.Min(unknown), expected(keys), where)
 			}
 		}
 		for _, f := range fs {
-			v, present := m[f.key]
+			v, present := m.last(f.key)
 			if !present {
 				if f.required {
 					return fmt.Errorf("missing field `%s`", f.key)
@@ -213,8 +218,8 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 			}
 		}
 	case reflect.Slice, reflect.Array:
-		var items []json.RawMessage
-		if json.Unmarshal(data, &items) != nil {
+		items, ok := elements(data)
+		if !ok {
 			return nil
 		}
 		for i, item := range items {
@@ -223,15 +228,196 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 			}
 		}
 	case reflect.Map:
-		var m map[string]json.RawMessage
-		if json.Unmarshal(data, &m) != nil {
+		m, ok := members(data)
+		if !ok {
 			return nil
 		}
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if err := check(t.Elem(), m[k], join(path, k), strict); err != nil {
+		// Each key once (the last of duplicates, as decoding keeps), in sorted order.
+		slices.SortStableFunc(m, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		for i, kv := range m {
+			if i+1 < len(m) && m[i+1].key == kv.key {
+				continue
+			}
+			if err := check(t.Elem(), kv.value, join(path, kv.key), strict); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// member is one key and the text of its value in a JSON object.
+type member struct {
+	key   string
+	value []byte
+}
+
+type objectText []member
+
+// last is the value of the last member named key (encoding/json keeps the last of
+// duplicates).
+func (m objectText) last(key string) ([]byte, bool) {
+	for i := len(m) - 1; i >= 0; i-- {
+		if m[i].key == key {
+			return m[i].value, true
+		}
+	}
+	return nil, false
+}
+
+// members splits the JSON object text data into its members, keys unquoted and values as
+// text; false for text that is no JSON object (null, another type, or text that does not
+// scan).
+func members(data []byte) (objectText, bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, false
+	}
+	var out objectText
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return out, true
+	}
+	for i < len(data) {
+		end := skipString(data, i)
+		if end < 0 {
+			return nil, false
+		}
+		key, ok := unquote(data[i:end])
+		if !ok {
+			return nil, false
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return nil, false
+		}
+		start := skipSpace(data, i+1)
+		end = skipValue(data, start)
+		if end < 0 {
+			return nil, false
+		}
+		out = append(out, member{key, data[start:end]})
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return nil, false
+		}
+		switch data[i] {
+		case '}':
+			return out, true
+		case ',':
+			i = skipSpace(data, i+1)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// elements splits the JSON array text data into its elements' text; false for text that is
+// no JSON array.
+func elements(data []byte) ([][]byte, bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return nil, false
+	}
+	var out [][]byte
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return out, true
+	}
+	for i < len(data) {
+		end := skipValue(data, i)
+		if end < 0 {
+			return nil, false
+		}
+		out = append(out, data[i:end])
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return nil, false
+		}
+		switch data[i] {
+		case ']':
+			return out, true
+		case ',':
+			i = skipSpace(data, i+1)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString is the index after the JSON string starting at i, or -1.
+func skipString(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// skipValue is the index after the JSON value starting at i, or -1. Nesting is followed by
+// counting brackets outside strings: the text has been through encoding/json already (or
+// fails the check's own scan, which then leaves the verdict to encoding/json).
+func skipValue(data []byte, i int) int {
+	if i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				if i = skipString(data, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	// A number, true, false or null: up to the next delimiter.
+	start := i
+	for i < len(data) && !strings.ContainsRune(",}] \t\n\r", rune(data[i])) {
+		i++
+	}
+	if i == start {
+		return -1
+	}
+	return i
+}
+
+// unquote is the JSON string literal quoted (quotes included) as a Go string.
+func unquote(quoted []byte) (string, bool) {
+	inner := quoted[1 : len(quoted)-1]
+	if !bytes.ContainsRune(inner, '\\') {
+		return string(inner), true
+	}
+	var s string
+	return s, json.Unmarshal(quoted, &s) == nil
 }

@@ -288,6 +288,50 @@ func TestDecodeChecksRequiredFieldsThatEncodingJSONAccepts(t *testing.T) {
 	}
 }
 
+// The check's scan of the text agrees with encoding/json where it could differ: keys with
+// escapes, brackets inside strings, duplicate keys (the last counts, as decoding keeps it),
+// whitespace everywhere; and text it cannot scan is left to encoding/json.
+func TestTheChecksScanReadsJSONAsEncodingJSONDoes(t *testing.T) {
+	type port struct {
+		Name   string `json:"name"`
+		Number int    `json:"number"`
+	}
+	type service struct {
+		Ports []port `json:"ports"`
+	}
+	var s service
+	text := " { \"ports\" : [ { \"n\\u0061me\" : \"a}]\\\"[{\" , \"number\" : 1 } ] } "
+	if err := decode([]byte(text), &s, true); err != nil || s.Ports[0].Name != "a}]\"[{" {
+		t.Fatalf("escapes and brackets in strings: %v, %+v", err, s)
+	}
+	err := decode([]byte(`{"ports":[{"name":"a","number":1,"extra":{"name":"]"}}]}`), &s, true)
+	if err == nil || err.Error() != "unknown field `extra`, expected `name` or `number` in `ports[0]`" {
+		t.Fatalf("a nested unknown member: got %v", err)
+	}
+	// The last of two "ports" is what decoding keeps, and what is checked.
+	err = decode([]byte(`{"ports":[{"name":"a","number":1}],"ports":[{"name":"b"}]}`), &s, false)
+	if err == nil || err.Error() != "missing field `number`" {
+		t.Fatalf("duplicate keys: got %v", err)
+	}
+	if err := decode([]byte(`{"ports":[{"name":"b"}],"ports":[]}`), &s, false); err != nil {
+		t.Fatalf("duplicate keys, the last fine: %v", err)
+	}
+	for _, bad := range []string{``, `{`, `{"a"`, `{"a":}`, `{"a":1,}`, `[1,`, `{"a":"\`, `{"a" 1}`, `nul`} {
+		if m, ok := members([]byte(bad)); ok {
+			t.Errorf("members(%q) scanned as %v", bad, m)
+		}
+		if e, ok := elements([]byte(bad)); ok {
+			t.Errorf("elements(%q) scanned as %q", bad, e)
+		}
+	}
+	if m, ok := members([]byte(`{}`)); !ok || len(m) != 0 {
+		t.Errorf("members({}) = %v, %v", m, ok)
+	}
+	if e, ok := elements([]byte(` [ ] `)); !ok || len(e) != 0 {
+		t.Errorf("elements([]) = %q, %v", e, ok)
+	}
+}
+
 // Text that is no JSON is named as such, with encoding/json's reason.
 func TestDecodeNamesTextThatIsNoJSON(t *testing.T) {
 	var s spec
