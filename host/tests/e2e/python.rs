@@ -18,7 +18,7 @@ use std::path::Path;
 use crate::harness::{self, Host, confined, message, test_kinds};
 use wasmop_testenv::TestEnv;
 
-use crate::admission::{admission_section, database_config_reviews, free_port};
+use crate::admission::{admission_config, database_config_reviews, free_port};
 use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
 
 /// Databases the plugin converges.
@@ -68,10 +68,9 @@ async fn python_database_config_converges_databases_and_a_changed_build_is_hot_r
     let env = TestEnv::start().await.unwrap();
     env.apply_yaml(DATABASE_CRD).await.unwrap();
     let config = format!(
-        "cacheDirectory: {}\n{}{}",
+        "cacheDirectory: {}\n{}",
         cache.display(),
-        confined(&env, &["database-config"], ""),
-        admission_section(free_port())
+        admission_config(&env, &["database-config"], "", free_port())
     );
     let mut host = Host::start(&env, &[], &config).await;
     put(host.plugin_dir(), &v1).await;
