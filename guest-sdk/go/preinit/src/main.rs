@@ -151,7 +151,85 @@ fn preinitialise(wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
         store: &mut store,
         instance,
     };
-    futures::executor::block_on(wizer.snapshot(&cx, &mut state)).map_err(anyhow::Error::from)
+    let snapshot = futures::executor::block_on(wizer.snapshot(&cx, &mut state))
+        .map_err(anyhow::Error::from)?;
+    without_empty_passive_data(&snapshot).context("cannot rewrite the pre-initialised module")
+}
+
+/// `wasm` without its empty passive data segments, when its code cannot refer to them.
+///
+/// The snapshot keeps each of the module's active data segments as an empty passive one
+/// (their bytes are in the snapshot's memory now), so that the indices `memory.init` and
+/// `data.drop` use stay valid. Go's linker writes tens of thousands of data segments (45,723
+/// for `database-config`), and every instantiation fills in an entry per passive segment: a
+/// seventh of a Go plugin's call (`cargo bench -p wasmop-runtime --bench dispatch`). Wizer
+/// refuses `data.drop`, and Go emits no `memory.init`: when the code has neither, no index
+/// can be observed and the empty segments go; otherwise the module is kept as it is.
+fn without_empty_passive_data(wasm: &[u8]) -> anyhow::Result<Vec<u8>> {
+    use wasmparser::{DataKind, Operator, Parser, Payload};
+    let mut kept = 0u32;
+    let mut empty = 0u32;
+    for payload in Parser::new(0).parse_all(wasm) {
+        match payload? {
+            Payload::CodeSectionEntry(body) => {
+                let mut operators = body.get_operators_reader()?;
+                while !operators.eof() {
+                    if matches!(
+                        operators.read()?,
+                        Operator::MemoryInit { .. } | Operator::DataDrop { .. }
+                    ) {
+                        return Ok(wasm.to_vec());
+                    }
+                }
+            }
+            Payload::DataSection(segments) => {
+                for segment in segments {
+                    let segment = segment?;
+                    if matches!(segment.kind, DataKind::Passive) && segment.data.is_empty() {
+                        empty += 1;
+                    } else {
+                        kept += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if empty == 0 {
+        return Ok(wasm.to_vec());
+    }
+    let mut module = wasm_encoder::Module::new();
+    for payload in Parser::new(0).parse_all(wasm) {
+        let payload = payload?;
+        match &payload {
+            Payload::DataSection(segments) => {
+                let mut section = wasm_encoder::DataSection::new();
+                for segment in segments.clone() {
+                    let segment = segment?;
+                    if !(matches!(segment.kind, DataKind::Passive) && segment.data.is_empty()) {
+                        section.raw(&wasm[segment.range]);
+                    }
+                }
+                module.section(&section);
+            }
+            Payload::DataCountSection { .. } => {
+                module.section(&wasm_encoder::DataCountSection { count: kept });
+            }
+            other => {
+                if let Some((id, range)) = other.as_section() {
+                    module.section(&wasm_encoder::RawSection {
+                        id,
+                        data: &wasm[range],
+                    });
+                }
+            }
+        }
+    }
+    let rewritten = module.finish();
+    wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all())
+        .validate_all(&rewritten)
+        .context("the module without its empty data segments does not validate")?;
+    Ok(rewritten)
 }
 
 /// Shows what the start-up printed on `stream`, if anything, a line at a time, each escaped
