@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 
 	"wasmop.dev/wasmop"
@@ -64,6 +65,7 @@ var attacks = map[string]func(name string) error{
 	"connect":            connect,
 	"resolve":            resolve,
 	"environ":            environ,
+	"free-heap":          freeHeap,
 }
 
 // Reconcile attacks as the target's name says.
@@ -260,4 +262,12 @@ func resolve(string) error {
 // environ reports the environment: an empty one is the finding.
 func environ(string) error {
 	return fmt.Errorf("environment: %q", os.Environ())
+}
+
+// freeHeap is no attack: it reports the heap Go's runtime holds free as the reconcile starts,
+// which the SDK's pre-initialised snapshot leaves for the calls (guest-sdk/go/headroom.go).
+func freeHeap(string) error {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(sample)
+	return fmt.Errorf("free heap: %d bytes", sample[0].Value.Uint64())
 }
