@@ -269,48 +269,66 @@ func (m objectText) last(key string) ([]byte, bool) {
 // text; false for text that is no JSON object (null, another type, or text that does not
 // scan).
 func members(data []byte) (objectText, bool) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
+	var out objectText
+	ok := eachMember(data, func(key, value []byte) bool {
+		out = append(out, member{string(key), value})
+		return true
+	})
+	if !ok {
 		return nil, false
 	}
-	var out objectText
+	return out, true
+}
+
+// eachMember calls f with each member of the JSON object text data, its key unquoted and its
+// value as text, until f answers false; false for text that is no JSON object (null, another
+// type, or text that does not scan) or when f stopped it. The key is a slice of data when it
+// has no escapes: f must not keep it.
+func eachMember(data []byte, f func(key, value []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
-		return out, true
+		return true
 	}
 	for i < len(data) {
 		end := skipString(data, i)
 		if end < 0 {
-			return nil, false
+			return false
 		}
-		key, ok := unquote(data[i:end])
-		if !ok {
-			return nil, false
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			k, ok := unquote(data[i:end])
+			if !ok {
+				return false
+			}
+			key = []byte(k)
 		}
 		i = skipSpace(data, end)
 		if i >= len(data) || data[i] != ':' {
-			return nil, false
+			return false
 		}
 		start := skipSpace(data, i+1)
 		end = skipValue(data, start)
-		if end < 0 {
-			return nil, false
+		if end < 0 || !f(key, data[start:end]) {
+			return false
 		}
-		out = append(out, member{key, data[start:end]})
 		i = skipSpace(data, end)
 		if i >= len(data) {
-			return nil, false
+			return false
 		}
 		switch data[i] {
 		case '}':
-			return out, true
+			return true
 		case ',':
 			i = skipSpace(data, i+1)
 		default:
-			return nil, false
+			return false
 		}
 	}
-	return nil, false
+	return false
 }
 
 // elements splits the JSON array text data into its elements' text; false for text that is

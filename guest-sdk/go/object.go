@@ -84,12 +84,21 @@ type RawObject struct {
 	raw        []byte
 }
 
+// parseRaw decodes the type and metadata of an object the host sent. Every write's reply and
+// every listed item passes through here, and the text is mostly what RawObject does not keep
+// (spec, status, managedFields), so the usual text is read by scanObjectMeta, which skips
+// those parts without decoding them; anything it does not take as encoding/json would (see
+// there) goes to encoding/json, whose answer, or error, is then the one.
 func parseRaw(text string) (RawObject, error) {
+	data := []byte(text)
 	var o RawObject
-	if err := json.Unmarshal([]byte(text), &o); err != nil {
-		return RawObject{}, &DecodeError{Message: "cannot decode an object from the host: " + err.Error()}
+	if !scanRaw(data, &o) {
+		o = RawObject{}
+		if err := json.Unmarshal(data, &o); err != nil {
+			return RawObject{}, &DecodeError{Message: "cannot decode an object from the host: " + err.Error()}
+		}
 	}
-	o.raw = []byte(text)
+	o.raw = data
 	return o, nil
 }
 
