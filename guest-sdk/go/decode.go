@@ -160,6 +160,15 @@ func computeNeedsCheck(t reflect.Type, visiting map[reflect.Type]bool) bool {
 	return false
 }
 
+// subPath is path's member key for check, which names a path only in the strict check's
+// message: the usual, non-strict check builds none.
+func subPath(strict bool, path, key string) string {
+	if !strict {
+		return ""
+	}
+	return join(path, key)
+}
+
 func isNull(data []byte) bool {
 	return string(bytes.TrimSpace(data)) == "null"
 }
@@ -213,7 +222,7 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 				}
 				continue
 			}
-			if err := check(f.typ, v, join(path, f.key), strict); err != nil {
+			if err := check(f.typ, v, subPath(strict, path, f.key), strict); err != nil {
 				return err
 			}
 		}
@@ -223,7 +232,11 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 			return nil
 		}
 		for i, item := range items {
-			if err := check(t.Elem(), item, fmt.Sprintf("%s[%d]", path, i), strict); err != nil {
+			at := ""
+			if strict {
+				at = fmt.Sprintf("%s[%d]", path, i)
+			}
+			if err := check(t.Elem(), item, at, strict); err != nil {
 				return err
 			}
 		}
@@ -238,7 +251,7 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 			if i+1 < len(m) && m[i+1].key == kv.key {
 				continue
 			}
-			if err := check(t.Elem(), kv.value, join(path, kv.key), strict); err != nil {
+			if err := check(t.Elem(), kv.value, subPath(strict, path, kv.key), strict); err != nil {
 				return err
 			}
 		}
