@@ -137,6 +137,7 @@ pub(super) fn rust_project(
         &vars,
         &[
             ("Cargo.toml", include_str!("rust/Cargo.toml.tmpl")),
+            (".cargo/config.toml", include_str!("rust/cargo-config.toml")),
             (
                 "rust-toolchain.toml",
                 include_str!("rust/rust-toolchain.toml"),
@@ -174,6 +175,15 @@ mod tests {
         assert!(lib.contains(".owns::<Job>()"));
         let crd = &files.iter().find(|(p, _)| p == "crd.yaml").unwrap().1;
         assert!(crd.contains("name: widgets.example.com"), "{crd}");
+        let config = &files
+            .iter()
+            .find(|(p, _)| p == ".cargo/config.toml")
+            .unwrap()
+            .1;
+        assert!(
+            config.contains(r#"rustflags = ["-C", "relocation-model=static"]"#),
+            "{config}"
+        );
     }
 
     #[test]
