@@ -503,6 +503,16 @@ pub(crate) async fn run(raw: RawNew) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// For the languages' tests: the text of the file at `path` among a scaffold's `files`.
+#[cfg(test)]
+fn written<'a>(files: &'a [(String, String)], path: &str) -> &'a str {
+    files
+        .iter()
+        .find(|(p, _)| p == path)
+        .map(|(_, text)| text.as_str())
+        .unwrap_or_else(|| panic!("the scaffold writes no {path}"))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -161,6 +161,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::cli::new::written;
 
     #[test]
     fn every_placeholder_of_a_go_project_is_filled() {
@@ -180,7 +181,7 @@ mod tests {
                 "{path} has a placeholder left:\n{text}"
             );
         }
-        let get = |name: &str| &files.iter().find(|(p, _)| p == name).unwrap().1;
+        let get = |name: &str| written(&files, name);
         let plugin = get("plugin.go");
         assert!(plugin.starts_with("// Package widgets is"), "{plugin}");
         assert!(plugin.contains("\npackage widgets\n"));

@@ -171,6 +171,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::cli::new::written;
 
     #[test]
     fn every_placeholder_of_a_python_project_is_filled() {
@@ -193,7 +194,7 @@ mod tests {
                 );
             }
         }
-        let app = &files.iter().find(|(p, _)| p == "app.py").unwrap().1;
+        let app = written(&files, "app.py");
         assert!(app.contains("WIDGET_SET = Kind(\"example.com\", \"v1\", \"WidgetSet\")"));
         assert!(
             app.contains("JOB = Kind(\"batch\", \"v1\", \"Job\")"),
@@ -204,13 +205,9 @@ mod tests {
         );
         assert!(app.contains(".owns(CONFIG_MAP).owns(JOB).owns(PERSISTENT_VOLUME_CLAIM)"));
         assert!(app.contains("name = f\"{obj.name}-widgets\""), "{app}");
-        let wit = &files.iter().find(|(p, _)| p == "wit/plugin.wit").unwrap().1;
+        let wit = written(&files, "wit/plugin.wit");
         assert!(wit.contains("package wasmop:plugin@0.3.0;"));
-        let requirements = &files
-            .iter()
-            .find(|(p, _)| p == "requirements.txt")
-            .unwrap()
-            .1;
+        let requirements = written(&files, "requirements.txt");
         assert!(
             requirements.contains("\nwasmop-guest==0.2.0\n"),
             "{requirements}"

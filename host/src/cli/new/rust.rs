@@ -154,6 +154,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::cli::new::written;
 
     #[test]
     fn every_placeholder_is_filled() {
@@ -170,16 +171,12 @@ mod tests {
                 "{path} has a placeholder left:\n{text}"
             );
         }
-        let lib = &files.iter().find(|(p, _)| p == "src/lib.rs").unwrap().1;
+        let lib = written(&files, "src/lib.rs");
         assert!(lib.contains("use wasmop_guest::k8s_openapi::api::batch::v1::Job;"));
         assert!(lib.contains(".owns::<Job>()"));
-        let crd = &files.iter().find(|(p, _)| p == "crd.yaml").unwrap().1;
+        let crd = written(&files, "crd.yaml");
         assert!(crd.contains("name: widgets.example.com"), "{crd}");
-        let config = &files
-            .iter()
-            .find(|(p, _)| p == ".cargo/config.toml")
-            .unwrap()
-            .1;
+        let config = written(&files, ".cargo/config.toml");
         assert!(
             config.contains(r#"rustflags = ["-C", "relocation-model=static"]"#),
             "{config}"
