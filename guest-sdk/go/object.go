@@ -86,9 +86,9 @@ type RawObject struct {
 
 // parseRaw decodes the type and metadata of an object the host sent. Every write's reply and
 // every listed item passes through here, and the text is mostly what RawObject does not keep
-// (spec, status, managedFields), so the usual text is read by scanObjectMeta, which skips
-// those parts without decoding them; anything it does not take as encoding/json would (see
-// there) goes to encoding/json, whose answer, or error, is then the one.
+// (spec, status, managedFields), so the usual text is read by scanRaw, which skips those
+// parts without decoding them; anything it does not take as encoding/json would (see there)
+// goes to encoding/json, whose answer, or error, is then the one.
 func parseRaw(text string) (RawObject, error) {
 	data := []byte(text)
 	var o RawObject

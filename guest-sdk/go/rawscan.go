@@ -46,8 +46,6 @@ func scanObjectMeta(data []byte, meta *ObjectMeta) bool {
 	if isNull(data) {
 		return true
 	}
-	strs := [...]*string{&meta.Name, &meta.GenerateName, &meta.Namespace, &meta.UID, &meta.ResourceVersion, nil,
-		&meta.CreationTimestamp, &meta.DeletionTimestamp}
 	var seen [len(objectMetaKeys)]bool
 	return eachMember(data, func(key, value []byte) bool {
 		i := -1
@@ -64,16 +62,28 @@ func scanObjectMeta(data []byte, meta *ObjectMeta) bool {
 			return false
 		}
 		seen[i] = true
-		switch {
-		case i < len(strs) && strs[i] != nil:
-			return scanString(value, strs[i])
-		case objectMetaKeys[i] == "generation":
+		switch objectMetaKeys[i] {
+		case "name":
+			return scanString(value, &meta.Name)
+		case "generateName":
+			return scanString(value, &meta.GenerateName)
+		case "namespace":
+			return scanString(value, &meta.Namespace)
+		case "uid":
+			return scanString(value, &meta.UID)
+		case "resourceVersion":
+			return scanString(value, &meta.ResourceVersion)
+		case "generation":
 			return scanInt(value, &meta.Generation)
-		case objectMetaKeys[i] == "labels":
+		case "creationTimestamp":
+			return scanString(value, &meta.CreationTimestamp)
+		case "deletionTimestamp":
+			return scanString(value, &meta.DeletionTimestamp)
+		case "labels":
 			return scanStringMap(value, &meta.Labels)
-		case objectMetaKeys[i] == "annotations":
+		case "annotations":
 			return scanStringMap(value, &meta.Annotations)
-		case objectMetaKeys[i] == "finalizers":
+		case "finalizers":
 			return scanStrings(value, &meta.Finalizers)
 		default: // ownerReferences: rare and small, left to encoding/json
 			return json.Unmarshal(value, &meta.OwnerReferences) == nil
