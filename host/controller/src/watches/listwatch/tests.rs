@@ -249,8 +249,16 @@ async fn the_loop_pages_skips_a_bad_item_still_completes_the_list_and_relists_on
         ]
     );
     let requests = requests.lock().expect("requests").clone();
-    assert!(requests[0].contains("limit=500"), "{requests:?}");
-    assert!(requests[1].contains("continue=c1"), "{requests:?}");
+    // The first list: any state the API server's cache holds, paged for a server without one.
+    assert!(
+        requests[0].contains("limit=500") && requests[0].contains("resourceVersion=0"),
+        "{requests:?}"
+    );
+    // Its next page: the continue token alone (it carries the resourceVersion).
+    assert!(
+        requests[1].contains("continue=c1") && !requests[1].contains("resourceVersion"),
+        "{requests:?}"
+    );
     assert!(
         requests[2].contains("watch=true")
             && requests[2].contains("resourceVersion=10")
@@ -258,8 +266,12 @@ async fn the_loop_pages_skips_a_bad_item_still_completes_the_list_and_relists_on
             && requests[2].contains("timeoutSeconds=290"),
         "{requests:?}"
     );
+    // The relist after 410 Gone: the most recent state (a consistent read), never an older one
+    // than the cache has seen.
     assert!(
-        !requests[3].contains("watch=true"),
+        !requests[3].contains("watch=true")
+            && requests[3].contains("limit=500")
+            && !requests[3].contains("resourceVersion"),
         "a relist: {requests:?}"
     );
     assert!(
