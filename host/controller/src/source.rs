@@ -165,8 +165,20 @@ pub(crate) async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceE
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let path = dir.join(&key);
-        match read_bounded(&path).await {
-            Ok(bytes) => out.push(Component::new(key, bytes)),
+        // The read and the hash on a blocking thread, in one go (about 20 ms for the 19 MB
+        // Python database-config): not on an async worker, where they held up every other
+        // task on it (probes, watches, reconciles), nor in tokio's 2 MiB hops.
+        let file = path.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            read_bounded(&file).map(|bytes| Component::new(key, bytes))
+        })
+        .await
+        .map_err(|e| SourceError::Read {
+            path,
+            source: std::io::Error::other(e),
+        })?;
+        match read {
+            Ok(component) => out.push(component),
             // Deleted (or its `..data` target swapped away) between the listing and the read:
             // it is not part of this snapshot; the change that removed it triggers another.
             Err(SourceError::Read { source, .. })
@@ -178,15 +190,15 @@ pub(crate) async fn read_directory(dir: &Path) -> Result<Vec<Component>, SourceE
 }
 
 /// Reads the file at `path`, refusing one over [`MAX_COMPONENT_LEN`] bytes: by its length
-/// first, and by what the read returns (a file that grew since).
-async fn read_bounded(path: &Path) -> Result<Vec<u8>, SourceError> {
-    use tokio::io::AsyncReadExt;
+/// first, and by what the read returns (a file that grew since). Blocking.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, SourceError> {
+    use std::io::Read;
     let read_error = |source| SourceError::Read {
         path: path.to_owned(),
         source,
     };
-    let file = tokio::fs::File::open(path).await.map_err(read_error)?;
-    let len = file.metadata().await.map_err(read_error)?.len();
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let len = file.metadata().map_err(read_error)?.len();
     let too_large = |len| SourceError::TooLarge {
         path: path.to_owned(),
         len,
@@ -197,7 +209,6 @@ async fn read_bounded(path: &Path) -> Result<Vec<u8>, SourceError> {
     let mut bytes = Vec::with_capacity(len as usize);
     file.take(MAX_COMPONENT_LEN as u64 + 1)
         .read_to_end(&mut bytes)
-        .await
         .map_err(read_error)?;
     if bytes.len() > MAX_COMPONENT_LEN {
         return Err(too_large(bytes.len() as u64));
