@@ -17,6 +17,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use super::{Catalog, Webhook};
+use crate::http::Connections;
 use wasmop_controller::metrics::Metrics;
 use wasmop_core::plugin::PluginName;
 use wasmop_core::plugin::text::cut;
@@ -26,6 +27,10 @@ use wasmop_runtime::admission::{
 
 /// How long a client has to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections the webhook server holds at once (each closed after `http::IDLE_TIMEOUT`
+/// without a request): the API servers keep a few each; a client that opens more waits for a
+/// slot instead of taking the host's file descriptors.
+const MAX_CONNECTIONS: usize = 256;
 /// The longest cause quoted in a failure's message or warning.
 const MAX_CAUSE_BYTES: usize = 512;
 
@@ -71,18 +76,14 @@ impl Server {
         tls: Arc<rustls::ServerConfig>,
     ) {
         let acceptor = TlsAcceptor::from(tls);
+        let connections = Connections::new(MAX_CONNECTIONS);
         loop {
-            let (stream, peer) = match listener.accept().await {
-                Ok(conn) => conn,
-                Err(error) => {
-                    tracing::warn!(%error, "webhook server: cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
+            let (stream, peer, permit) = connections.accept(&listener, "webhook").await;
             let _ = stream.set_nodelay(true);
             let (server, acceptor) = (self.clone(), acceptor.clone());
+            let builder = connections.http1();
             tokio::spawn(async move {
+                let _permit = permit;
                 let tls =
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => tls,
@@ -99,10 +100,7 @@ impl Server {
                     let server = server.clone();
                     async move { Ok::<_, std::convert::Infallible>(server.answer(req).await) }
                 });
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await
-                {
+                if let Err(error) = builder.serve_connection(TokioIo::new(tls), service).await {
                     tracing::debug!(%error, %peer, "webhook connection ended with an error");
                 }
             });
