@@ -42,52 +42,47 @@ func scanRaw(data []byte, o *RawObject) bool {
 var objectMetaKeys = [...]string{"name", "generateName", "namespace", "uid", "resourceVersion", "generation",
 	"creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences", "finalizers"}
 
+// scanObjectMeta is scanRaw for metadata: each key names its field in one switch, and its
+// position there is its slot in seen.
 func scanObjectMeta(data []byte, meta *ObjectMeta) bool {
 	if isNull(data) {
 		return true
 	}
 	var seen [len(objectMetaKeys)]bool
 	return eachMember(data, func(key, value []byte) bool {
-		i := -1
-		for k, name := range objectMetaKeys {
-			if string(key) == name {
-				i = k
-				break
-			}
-		}
-		if i < 0 {
+		var i int
+		var ok bool
+		switch string(key) {
+		case "name":
+			i, ok = 0, scanString(value, &meta.Name)
+		case "generateName":
+			i, ok = 1, scanString(value, &meta.GenerateName)
+		case "namespace":
+			i, ok = 2, scanString(value, &meta.Namespace)
+		case "uid":
+			i, ok = 3, scanString(value, &meta.UID)
+		case "resourceVersion":
+			i, ok = 4, scanString(value, &meta.ResourceVersion)
+		case "generation":
+			i, ok = 5, scanInt(value, &meta.Generation)
+		case "creationTimestamp":
+			i, ok = 6, scanString(value, &meta.CreationTimestamp)
+		case "deletionTimestamp":
+			i, ok = 7, scanString(value, &meta.DeletionTimestamp)
+		case "labels":
+			i, ok = 8, scanStringMap(value, &meta.Labels)
+		case "annotations":
+			i, ok = 9, scanStringMap(value, &meta.Annotations)
+		case "ownerReferences": // rare and small, left to encoding/json
+			i, ok = 10, json.Unmarshal(value, &meta.OwnerReferences) == nil
+		case "finalizers":
+			i, ok = 11, scanStrings(value, &meta.Finalizers)
+		default:
 			return !foldsTo(key, objectMetaKeys[:]...)
 		}
-		if seen[i] {
-			return false
-		}
+		ok = ok && !seen[i]
 		seen[i] = true
-		switch objectMetaKeys[i] {
-		case "name":
-			return scanString(value, &meta.Name)
-		case "generateName":
-			return scanString(value, &meta.GenerateName)
-		case "namespace":
-			return scanString(value, &meta.Namespace)
-		case "uid":
-			return scanString(value, &meta.UID)
-		case "resourceVersion":
-			return scanString(value, &meta.ResourceVersion)
-		case "generation":
-			return scanInt(value, &meta.Generation)
-		case "creationTimestamp":
-			return scanString(value, &meta.CreationTimestamp)
-		case "deletionTimestamp":
-			return scanString(value, &meta.DeletionTimestamp)
-		case "labels":
-			return scanStringMap(value, &meta.Labels)
-		case "annotations":
-			return scanStringMap(value, &meta.Annotations)
-		case "finalizers":
-			return scanStrings(value, &meta.Finalizers)
-		default: // ownerReferences: rare and small, left to encoding/json
-			return json.Unmarshal(value, &meta.OwnerReferences) == nil
-		}
+		return ok
 	})
 }
 
