@@ -155,7 +155,7 @@ pub fn decode(text: &str) -> Result<Watched, DecodeError> {
 
 /// One watch event's `type` and object in one pass over the line, the object read the first
 /// way of [`decode`]: what ordinary events cost. `None` if that fails; the caller then reads
-/// the event's object apart ([`super::listwatch::raw_event`]) and decodes it.
+/// the event's object apart (`listwatch::wire::raw_event`) and decodes it.
 pub(crate) fn decode_event(line: &str) -> Option<(Cow<'_, str>, Watched)> {
     #[derive(Deserialize)]
     struct WatchEvent<'a> {
