@@ -8,9 +8,9 @@ The probes (their own workspaces, built into target/size-probes):
            owned Jobs listed, history pruned, the Job of a missed schedule created (cron crate)
 Each is built with the release profile `wasmop new` used to write (opt-level "s", names kept:
 the baseline), then with opt-level "z", then "z" with every symbol stripped (what `wasmop new`
-writes now; each probe's .cargo/config.toml adds the static relocation model `wasmop new`
-writes there too), each also with `--features light` (the owned Jobs listed as a view of their
-metadata and status, not k8s-openapi's Job); and the stripped "z" build through binaryen's
+writes now; bench/size/.cargo/config.toml adds, for both, the static relocation model
+`wasmop new` writes in a project's .cargo/config.toml), each also with `--features light` (the
+owned Jobs listed as a view of their metadata and status, not k8s-openapi's Job); and the stripped "z" build through binaryen's
 wasm-opt -Oz (npm `binaryen`, on the core module, then `wasm-tools component new`). Every
 build's zstd -19 size is beside it: what a compressed ConfigMap holds.
 """
@@ -54,7 +54,7 @@ def cargo_build(probe, opt, strip, light, core=False):
     env = dict(os.environ, CARGO_TARGET_DIR=str(TARGET / "size-probes"),
                CARGO_PROFILE_RELEASE_OPT_LEVEL=opt, CARGO_PROFILE_RELEASE_STRIP=strip)
     if core:
-        # RUSTFLAGS replaces the probe's .cargo/config.toml flags (what `wasmop new` writes):
+        # RUSTFLAGS replaces the .cargo/config.toml flags (what `wasmop new` writes):
         # repeat them.
         env["RUSTFLAGS"] = "-C relocation-model=static -C link-arg=--skip-wit-component"
     else:
@@ -112,8 +112,8 @@ def report(results, out, goals):
         "",
         "Two probes in `bench/size`: `jobs` lists the Jobs it owns and creates one; `cronjob` is",
         "kubebuilder's CronJob tutorial controller (its spec embeds a JobTemplateSpec; `cron`",
-        "crate). Built for wasm32-wasip2 with LTO, one codegen unit and static addresses (the",
-        "probes' `.cargo/config.toml`, as `wasmop new` writes it): opt-level \"s\" with",
+        "crate). Built for wasm32-wasip2 with LTO, one codegen unit and static addresses",
+        "(`bench/size/.cargo/config.toml`, as `wasmop new` writes it): opt-level \"s\" with",
         "function names kept (what `wasmop new` wrote before; the baseline), \"z\", and \"z\" with",
         "every symbol stripped (what `wasmop new` writes now); \"light\": the owned Jobs listed as a",
         "view of their metadata and status instead of k8s-openapi's Job; and the stripped \"z\" core",
