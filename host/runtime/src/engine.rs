@@ -28,15 +28,26 @@ pub(crate) const MAX_TABLES_PER_COMPONENT: u32 = 16;
 /// entries; 100 000 is far above that and still only ~800 KB per table slot.
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
 /// Bytes of linear memory the pooling allocator keeps resident (and resets in place) between
-/// instances. With `pagemap_scan` (Linux 6.7+) one `ioctl` finds the pages the guest dirtied
-/// and only those are reset, up to this many bytes; without it, this many bytes from the start
-/// of memory are reset with a memset. Either way a reused slot takes no page faults for them.
-/// 1 MiB per concurrent slot holds a Rust guest's stack top, data and a reconcile's heap.
+/// instances, when the kernel has `PAGEMAP_SCAN` (Linux 6.7+): one `ioctl` finds the pages
+/// the guest dirtied and only those are reset, up to this many bytes, so a reused slot takes
+/// no page faults for them. 4 MiB holds what a call of a pre-initialised CPython dirties
+/// (about 1.9 MiB for a Database reconcile) with room to spare; a Rust or Go call dirties far
+/// less. It is also what an idle warm slot may hold.
 ///
-/// Measured with `cargo bench -p wasmop-runtime --bench dispatch` (do-nothing guest, median): 9.6 µs
-/// as configured; 17.3 µs keeping nothing resident (every page faulted back in on each call);
-/// 25.8 µs without `pagemap_scan` (a 1 MiB memset per call); 14.4 µs with no table pages kept.
-const KEEP_RESIDENT_BYTES: usize = 1 << 20;
+/// Measured with `cargo bench -p wasmop-runtime --bench dispatch`, the Python
+/// `database-config` (mean of 2,500 calls): 1.06 ms at 4 MiB, 1.09 ms at 2 MiB, 1.74 ms at
+/// 1 MiB, with ~0, ~0 and ~250 page faults per call. The wasmtime patch in vendor/ is what
+/// lets the scan reach past the guest's first 32 runs of dirty pages: unpatched, a Python call
+/// took ~470 faults and 2.23 ms whatever this was.
+const KEEP_RESIDENT_BYTES: usize = 4 << 20;
+/// Without `PAGEMAP_SCAN` the first this many bytes of memory are reset with a `memset` on
+/// every call, dirtied or not, and the rest released with `madvise`: 1 MiB holds a Rust
+/// guest's stack top, data and a reconcile's heap.
+///
+/// Measured with the dispatch bench (do-nothing guest, median): 9.6 µs with `PAGEMAP_SCAN`;
+/// 17.3 µs keeping nothing resident (every page faulted back in on each call); 25.8 µs without
+/// `PAGEMAP_SCAN` (this memset); 14.4 µs with no table pages kept.
+const MEMSET_RESIDENT_BYTES: usize = 1 << 20;
 /// The guard after a linear memory in on-demand mode: small, since the memory reservation
 /// is small and bounds checks are explicit there anyway.
 const ON_DEMAND_GUARD_BYTES: u64 = 64 << 10;
@@ -112,6 +123,11 @@ fn base_config(config: &RuntimeConfig) -> Config {
 
 fn pooling(config: &RuntimeConfig) -> Config {
     let slots = config.concurrency;
+    let keep_resident = if PoolingAllocationConfig::is_pagemap_scan_available() {
+        KEEP_RESIDENT_BYTES
+    } else {
+        MEMSET_RESIDENT_BYTES
+    };
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(slots)
         .total_core_instances(slots * MAX_CORE_INSTANCES_PER_COMPONENT)
@@ -124,8 +140,8 @@ fn pooling(config: &RuntimeConfig) -> Config {
         .table_elements(MAX_TABLE_ELEMENTS)
         .max_memory_size(usize::try_from(config.limits.memory).unwrap_or(usize::MAX))
         .max_unused_warm_slots(slots)
-        .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
-        .table_keep_resident(KEEP_RESIDENT_BYTES / 16)
+        .linear_memory_keep_resident(keep_resident)
+        .table_keep_resident(MEMSET_RESIDENT_BYTES / 16)
         // Linux 6.7+ resets only the pages a guest touched; elsewhere it quietly falls back.
         .pagemap_scan(Enabled::Auto);
     let mut c = base_config(config);
@@ -365,6 +381,100 @@ mod tests {
         let _again = ticker.ticking();
         while ticks.load(Ordering::SeqCst) == parked {
             std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Pages of the test guest's memory; the data segments at both ends make its image span
+    /// all of them, so that the pages it dirties are copy-on-write pages of the image.
+    const IMAGE_PAGES: u32 = 401;
+
+    /// A guest whose `dirty` writes a marker into every other page of its memory image (200
+    /// separate runs of dirty pages) and whose `stale` counts the markers it finds.
+    fn many_regions_guest(engine: &Engine) -> wasmtime::Module {
+        let wat = format!(
+            r#"(module
+                (memory (export "memory") {IMAGE_PAGES})
+                (data (i32.const 0) "image")
+                (data (i32.const {last}) "image")
+                (func (export "dirty")
+                    (local $page i32)
+                    (local.set $page (i32.const 1))
+                    (loop $next
+                        (i32.store (i32.mul (local.get $page) (i32.const 65536)) (i32.const 0x5ec2e7))
+                        (local.set $page (i32.add (local.get $page) (i32.const 2)))
+                        (br_if $next (i32.lt_u (local.get $page) (i32.const {IMAGE_PAGES})))))
+                (func (export "stale") (result i32)
+                    (local $page i32) (local $found i32)
+                    (local.set $page (i32.const 1))
+                    (loop $next
+                        (if (i32.ne (i32.load (i32.mul (local.get $page) (i32.const 65536))) (i32.const 0))
+                            (then (local.set $found (i32.add (local.get $found) (i32.const 1)))))
+                        (local.set $page (i32.add (local.get $page) (i32.const 2)))
+                        (br_if $next (i32.lt_u (local.get $page) (i32.const {IMAGE_PAGES}))))
+                    (local.get $found)))"#,
+            last = (IMAGE_PAGES - 1) * 65536,
+        );
+        wasmtime::Module::new(engine, wat::parse_str(wat).expect("wat")).expect("module")
+    }
+
+    /// Minor page faults this thread has taken (`/proc/thread-self/stat`, field 10).
+    fn thread_minor_faults() -> u64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("thread stat");
+        let after_name = &stat[stat.rfind(')').expect("comm") + 1..];
+        after_name
+            .split_whitespace()
+            .nth(7)
+            .expect("minflt")
+            .parse()
+            .expect("number")
+    }
+
+    /// The pooling allocator's reset (wasmtime patched in vendor/, see vendor/README.md): a
+    /// guest that dirties more separate runs of pages than one scan buffer holds (32) finds
+    /// its image pristine in the next instance, and the slot keeps those pages resident
+    /// instead of faulting them in again on every call. Unpatched, every run after the 32nd
+    /// was decommitted: 10 instances took 3,392 faults here.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_slot_reset_keeps_many_dirty_regions_resident_and_restores_them() {
+        let config = RuntimeConfig::default().concurrency(1);
+        let engine = Engine::new(&pooling(&config)).expect("pooling engine");
+        let module = many_regions_guest(&engine);
+        let call = |expect_stale: i32| {
+            let mut store = wasmtime::Store::new(&engine, ());
+            store.set_epoch_deadline(u64::MAX / 2);
+            let instance = wasmtime::Instance::new(&mut store, &module, &[]).expect("instance");
+            let stale = instance
+                .get_typed_func::<(), i32>(&mut store, "stale")
+                .expect("stale");
+            let dirty = instance
+                .get_typed_func::<(), ()>(&mut store, "dirty")
+                .expect("dirty");
+            assert_eq!(stale.call(&mut store, ()).expect("stale"), expect_stale);
+            dirty.call(&mut store, ()).expect("dirty");
+            assert_eq!(stale.call(&mut store, ()).expect("stale"), 200);
+        };
+
+        // Warm up: the slot's pages become resident, the allocator's own memory settles.
+        for _ in 0..3 {
+            call(0);
+        }
+        let before = thread_minor_faults();
+        let calls = 10;
+        for _ in 0..calls {
+            // A fresh instance never sees the last one's markers.
+            call(0);
+        }
+        let faults = thread_minor_faults() - before;
+        if PoolingAllocationConfig::is_pagemap_scan_available() {
+            // 200 dirtied pages per call; kept resident, they cost no faults. Leave room for
+            // the host's own allocations.
+            assert!(
+                faults < calls * 20,
+                "{faults} minor faults in {calls} calls: dirty pages were not kept resident"
+            );
+        } else {
+            eprintln!("no PAGEMAP_SCAN on this kernel: {faults} faults in {calls} calls");
         }
     }
 }
