@@ -7,6 +7,7 @@ use crate::code::EngineCode;
 use crate::prelude::*;
 use crate::profiling_agent::ProfilingAgent;
 use crate::runtime::vm::CompiledModuleId;
+use crate::sync::OnceLock;
 use alloc::sync::Arc;
 use core::ops::Range;
 use core::str;
@@ -25,6 +26,13 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// wasmop patch (see vendor/README.md): where each defined function and
+    /// its array-to-wasm trampoline are, by `DefinedFuncIndex`, built on the
+    /// first lookup. `func_loc` is on the path of every `ref.func`, and
+    /// instantiating a dynamically linked component initialises thousands of
+    /// function references into an imported table each time; the table's
+    /// general lookup (two binary searches) was most of that cost.
+    defined_func_locs: OnceLock<Box<[[FunctionLoc; 2]]>>,
 }
 
 impl CompiledModule {
@@ -58,6 +66,7 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
+            defined_func_locs: OnceLock::new(),
         };
         ret.register_profiling(profiler)?;
 
@@ -167,9 +176,47 @@ impl CompiledModule {
 
     /// Gets the function location information for a given function index.
     pub fn func_loc(&self, key: FuncKey) -> &FunctionLoc {
+        // wasmop patch: this module's defined functions and their trampolines
+        // from the dense table; anything else (and a function the table has no
+        // location for) the general way, as before.
+        let slot = match key {
+            FuncKey::DefinedWasmFunction(m, i) if m == self.module_index() => Some((i, 0)),
+            FuncKey::ArrayToWasmTrampoline(m, i) if m == self.module_index() => Some((i, 1)),
+            _ => None,
+        };
+        if let Some((i, which)) = slot {
+            let locs = self
+                .defined_func_locs
+                .get_or_init(|| self.build_defined_func_locs());
+            if let Some(loc) = locs.get(i.as_u32() as usize).map(|l| &l[which]) {
+                if loc.length != 0 {
+                    return loc;
+                }
+            }
+        }
         self.index
             .func_loc(key)
             .expect("defined function should be present")
+    }
+
+    /// wasmop patch: the dense table behind `func_loc`; an empty location
+    /// where the general table has none.
+    fn build_defined_func_locs(&self) -> Box<[[FunctionLoc; 2]]> {
+        let none = FunctionLoc {
+            start: 0,
+            length: 0,
+        };
+        let m = self.module_index();
+        self.module
+            .defined_func_indices()
+            .map(|i| {
+                [
+                    FuncKey::DefinedWasmFunction(m, i),
+                    FuncKey::ArrayToWasmTrampoline(m, i),
+                ]
+                .map(|key| self.index.func_loc(key).copied().unwrap_or(none))
+            })
+            .collect()
     }
 
     /// Returns the original binary offset in the file that `index` was defined
