@@ -278,6 +278,18 @@ class Controller:
     def hwm_mib(self):
         return status_kib(self.pid, "VmHWM") / 1024
 
+    def memory_split(self):
+        """What the process maps now: anonymous and file-backed resident pages (a file page
+        mapped at two addresses counts twice, as in VmRSS), and PSS, which counts each page
+        once (shared pages divided among the processes that map them)."""
+        pss = 0
+        for line in Path(f"/proc/{self.pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                pss = int(line.split()[1])
+        return {"rss_anon_mib": round(status_kib(self.pid, "RssAnon") / 1024, 1),
+                "rss_file_mib": round(status_kib(self.pid, "RssFile") / 1024, 1),
+                "pss_mib": round(pss / 1024, 1)}
+
     def scrape(self):
         return http_get(f"http://{self.metrics}/metrics")[1]
 
@@ -412,6 +424,7 @@ def converge_once(kind, bins, cp, run_dir, n, ns, wasmop_plugins, label=None, ca
         "cpu_s_at_convergence": round(cpu_at_convergence, 3),
         "cpu_s": round(cpu, 3),
         "peak_rss_mib": round(c.hwm_mib(), 1),
+        **c.memory_split(),
         "api_requests": requests,
         "api_requests_by_verb": by_verb,
     }

@@ -314,6 +314,8 @@ def measure(lang, bins, cp, run_dir, n, repeats, quick):
         summary[label] = None if not mine else {
             **{k: statistics.median(r[k] for r in mine)
                for k in ["converge_s", "cpu_s", "peak_rss_mib", "api_requests"]},
+            **{k: statistics.median(r[k] for r in mine)
+               for k in MEMORY_SPLIT if all(k in r for r in mine)},
             "converged_runs": len(mine)}
         if summary[label]:
             summary[label]["throughput_per_s"] = round(n / summary[label]["converge_s"], 1)
@@ -328,6 +330,10 @@ def measure(lang, bins, cp, run_dir, n, repeats, quick):
     out["convergence"] = {"baseline": lang.baseline, "runs": runs, "median": summary}
     out["dispatch"] = measure_dispatch(run_dir, lang, lang.dispatch_calls[0 if quick else 1])
     return out
+
+
+# Read at convergence by `converge_once` (runs of results.json before 2026-12-05 lack them).
+MEMORY_SPLIT = ["rss_anon_mib", "rss_file_mib", "pss_mib"]
 
 
 def vs_baseline(s, what):
@@ -364,6 +370,17 @@ def report(lang, res, out, goals):
                    f"{vs_baseline(s, 'throughput') or ''} | {s['cpu_s']:.2f} | "
                    f"{vs_baseline(s, 'cpu') or ''} | {s['peak_rss_mib']:.1f} | "
                    f"{vs_baseline(s, 'rss') or ''} | {s['api_requests']:.0f} |")
+    if all(conv.get(k) and all(m in conv[k] for m in MEMORY_SPLIT) for k in lang.contenders):
+        out += ["", "What each process maps at convergence (medians; after the 2 s of trailing work, "
+                "not at the peak). RSS counts a file page once for every address it is mapped at, "
+                "so the artefact's code and memory image count once per instance slot that maps "
+                "them; PSS counts each page once:", "",
+                "| controller | RSS anonymous (MiB) | RSS file-backed (MiB) | PSS (MiB) |",
+                "| --- | ---: | ---: | ---: |"]
+        for k in lang.contenders:
+            s = conv[k]
+            out.append(f"| {names[k]} | {s['rss_anon_mib']:.1f} | {s['rss_file_mib']:.1f} | "
+                       f"{s['pss_mib']:.1f} |")
     out += ["", "Every run:", "",
             "| controller | run | converge (s) | CPU (s) | peak RSS (MiB) | requests |",
             "| --- | --- | ---: | ---: | ---: | ---: |"]
