@@ -15,6 +15,8 @@
 //!   back through the watch or from anything else; a first reconcile never waits for it.
 //! - Changes to a primary object that do not bump its generation do not trigger a reconcile
 //!   ([`filter`]) unless the plugin sets `reconcile-on-metadata-change`.
+//! - A reconcile's own write to an owned or watched object, coming back through the watch,
+//!   does not reconcile the object that made it again ([`echoes`]); any other change does.
 //! - Every object is reconciled again every resync period.
 //! - A kind that the API server does not serve yet (a missing CRD) makes the plugin wait: it
 //!   reports `waiting-for-kinds` (log, `wasmop_plugin_state`), retries discovery with backoff,
@@ -33,6 +35,7 @@
 
 pub(crate) mod backoff;
 pub(crate) mod counted;
+pub(crate) mod echoes;
 pub(crate) mod filter;
 pub mod finalizer;
 mod kinds;
@@ -133,6 +136,8 @@ pub(crate) struct PluginCtx {
     info: Arc<PluginInfo>,
     /// The cluster as this plugin's host calls see it (confined to its namespaces).
     cluster: Arc<dyn Cluster>,
+    /// The writes of this controller's reconciles whose echoes are awaited.
+    own_writes: Arc<echoes::OwnWrites>,
     shared: Shared,
     primary: Primary,
     namespaces: Option<std::collections::BTreeSet<String>>,
@@ -162,6 +167,12 @@ impl PluginCtx {
             plugin: version,
             info: Arc::new(info.clone()),
             cluster: shared.plugin_cluster(&name, settings.namespaces.clone()),
+            own_writes: Arc::new(echoes::OwnWrites::new(
+                shared.metrics.clone(),
+                &name,
+                &primary.resource.group,
+                &primary.resource.kind,
+            )),
             shared: shared.clone(),
             primary,
             namespaces: settings.namespaces.clone(),
@@ -201,6 +212,29 @@ impl PluginCtx {
             self.queue.added(r.namespace.as_deref(), &r.name);
         }
         refs
+    }
+
+    /// Of the primary objects `mapped` that a `change` of `kind` maps to, the ones it should
+    /// reconcile: all but the one whose reconcile made this very version ([`echoes`]).
+    fn unechoed(
+        &self,
+        kind: &crate::kubeapi::discovery::Resolved,
+        change: &crate::watches::Change,
+        mapped: Vec<ObjectKey>,
+    ) -> Vec<ObjectKey> {
+        let resource = &kind.resource;
+        self.own_writes
+            .triggered(&resource.group, &resource.kind, change, mapped)
+    }
+
+    /// The cluster the plugin call of the reconcile of `target` reaches: this plugin's, with
+    /// its writes remembered so that their echoes do not reconcile `target` again.
+    fn cluster_for(&self, target: &ObjectRef) -> Arc<echoes::Recording> {
+        Arc::new(echoes::Recording::new(
+            self.cluster.clone(),
+            self.own_writes.clone(),
+            ObjectKey::new(target.namespace.as_deref(), &target.name),
+        ))
     }
 
     fn target_of(&self, obj: &CachedObject) -> ObjectRef {

@@ -20,7 +20,9 @@
 //! `wasmop_plugin_fuel_consumed_total`, `wasmop_plugin_calls_demoted_total` and
 //! `wasmop_host_calls_denied_total` come from each call's [`Usage`];
 //! `wasmop_requeues_raised_total` and `wasmop_reconciles_throttled_total` from the
-//! controller's floor and per-object rate limit; `wasmop_admission_reviews_total` counts reviews
+//! controller's floor and per-object rate limit; `wasmop_own_write_echoes_skipped_total` counts
+//! a plugin's own writes coming back through its watches without reconciling again (see
+//! [`crate::controller::echoes`]); `wasmop_admission_reviews_total` counts reviews
 //! by plugin, review, operation and outcome; `wasmop_watch_objects_skipped_total{kind}`
 //! counts the objects a shared watch could not decode, see [`crate::watches`]). Labels are
 //! bounded: plugin names, verbs, outcome and cause labels, states, versions and digests of

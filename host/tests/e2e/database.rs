@@ -20,6 +20,16 @@ pub fn databases(env: &TestEnv) -> Api<DynamicObject> {
     Api::namespaced_with(env.client(), env.namespace(), &ar)
 }
 
+/// The field managers of `cm`: `wasmop/database-config` when the plugin wrote it.
+pub fn managers(cm: &ConfigMap) -> Vec<String> {
+    cm.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}
+
 /// Applies the Database `name` with `host` and port 5432.
 pub async fn apply_database(env: &TestEnv, name: &str, host: &str) {
     apply_database_on(env, name, host, 5432).await;

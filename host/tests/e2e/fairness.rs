@@ -2,8 +2,9 @@
 //! ServiceAccount of `deploy/rbac/rbac.yaml` and the hostile test plugins: objects that
 //! requeue at once or re-trigger themselves are held to the requeue floor and the
 //! per-object rate limit while a healthy plugin keeps reconciling; a plugin that traps on
-//! every other call is reported as failing; every denied call is counted; and a plugin's
-//! log lines are one line per call, escaped, in both log formats.
+//! every other call is reported as failing; every denied call is counted; a reconcile's own
+//! writes do not reconcile it again while anyone else's do; and a plugin's log lines are one
+//! line per call, escaped, in both log formats.
 //!
 //! Counts are bounds with generous slack, never timings.
 
@@ -16,11 +17,15 @@ use crate::harness::{
     plugins_configmap_source, put_plugins_configmap, targets, test_kinds, wait_mirrored,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
 use wasmop_core::plugin::text::is_unsafe;
 use wasmop_testenv::TestEnv;
 
-use crate::database::{DATABASE_CRD, apply_database, apply_database_on, databases, ready};
+use crate::database::{
+    DATABASE_CRD, apply_database, apply_database_on, databases, managers, ready, wait_config,
+    wait_ready,
+};
 
 /// Creates the Target `name`, for the plugin `plugin` (its primary selector) or for none.
 async fn create_target(env: &TestEnv, name: &str, plugin: Option<&str>) {
@@ -402,6 +407,55 @@ async fn an_ordinary_convergence_never_waits_for_the_rate_limit() {
         ),
         0.0,
         "{metrics}"
+    );
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reconciles_own_writes_do_not_reconcile_it_again_and_anyone_elses_do() {
+    let env = TestEnv::start().await.unwrap();
+    env.apply_yaml(DATABASE_CRD).await.unwrap();
+    let plugins = ["database-config"];
+    let host = Host::start(&env, &plugins, &confined(&env, &plugins, "")).await;
+    const N: u16 = 10;
+    for i in 0..N {
+        apply_database(&env, &format!("db-{i}"), "db.internal").await;
+    }
+    for i in 0..N {
+        wait_ready(&env, &format!("db-{i}")).await;
+        wait_config(&env, &format!("db-{i}"), "host", "db.internal").await;
+    }
+    // Each first reconcile creates its Database's ConfigMap, and the creation comes back
+    // through the ConfigMap watch, mapped to its owner: that echo is skipped, whether it
+    // comes before the write's reply (held back until the reply names its version) or after.
+    let skipped = r#"wasmop_own_write_echoes_skipped_total{plugin="database-config"}"#;
+    let n = f64::from(N);
+    wait_metrics(&host, "the ConfigMaps' echoes", |m| sample(m, skipped) >= n).await;
+    let metrics = host.metrics().await;
+    let echoes = sample(&metrics, skipped);
+    let reconciled = all_reconciles(&host, "database-config").await;
+    eprintln!("{N} Databases: {reconciled} reconciles, {echoes} echoes skipped");
+    assert_eq!((reconciled, echoes), (n, n), "{metrics}");
+
+    // Anyone else's write to the ConfigMap reconciles its owner, which puts it right again.
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), env.namespace());
+    let drift = json!({"data": {"host": "elsewhere.internal"}});
+    api.patch(
+        "db-0-config",
+        &PatchParams::default(),
+        &Patch::Merge(&drift),
+    )
+    .await
+    .unwrap();
+    let cm = wait_config(&env, "db-0", "host", "db.internal").await;
+    let managers = managers(&cm);
+    assert!(
+        managers.contains(&"wasmop/database-config".to_owned()),
+        "{managers:?}"
+    );
+    assert!(
+        all_reconciles(&host, "database-config").await > reconciled,
+        "the edit was put right without a reconcile?"
     );
     host.stop().await;
 }

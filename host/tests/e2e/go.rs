@@ -27,7 +27,7 @@ use crate::harness::{
 use wasmop_testenv::TestEnv;
 
 use crate::admission::{admission_config, database_config_reviews, free_port};
-use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
+use crate::database::{DATABASE_CRD, apply_database, managers, wait_config, wait_ready};
 
 /// Databases the plugin converges.
 const DATABASES: usize = 5;
@@ -108,13 +108,7 @@ async fn go_database_config_converges_databases_and_a_changed_build_is_hot_reloa
             (owner.kind.as_str(), owner.name.as_str(), owner.controller),
             ("Database", name.as_str(), Some(true))
         );
-        let managers: Vec<_> = cm
-            .metadata
-            .managed_fields
-            .iter()
-            .flatten()
-            .filter_map(|m| m.manager.clone())
-            .collect();
+        let managers = managers(&cm);
         assert!(
             managers.contains(&"wasmop/database-config".to_owned()),
             "{managers:?}"

@@ -19,7 +19,7 @@ use crate::harness::{self, Host, confined, message, test_kinds};
 use wasmop_testenv::TestEnv;
 
 use crate::admission::{admission_config, database_config_reviews, free_port};
-use crate::database::{DATABASE_CRD, apply_database, wait_config, wait_ready};
+use crate::database::{DATABASE_CRD, apply_database, managers, wait_config, wait_ready};
 
 /// Databases the plugin converges.
 const DATABASES: usize = 5;
@@ -89,13 +89,7 @@ async fn python_database_config_converges_databases_and_a_changed_build_is_hot_r
             (owner.kind.as_str(), owner.name.as_str(), owner.controller),
             ("Database", name.as_str(), Some(true))
         );
-        let managers: Vec<_> = cm
-            .metadata
-            .managed_fields
-            .iter()
-            .flatten()
-            .filter_map(|m| m.manager.clone())
-            .collect();
+        let managers = managers(&cm);
         assert!(
             managers.contains(&"wasmop/database-config".to_owned()),
             "{managers:?}"

@@ -87,6 +87,7 @@ async fn run(
 ) -> Result<Option<Duration>, ReconcileError> {
     let _admitted = admit(&ctx, &plugin, event_at).await;
     let started = std::time::Instant::now();
+    let recording = ctx.cluster_for(&target);
     let info = &*ctx.info;
     let meta = obj.meta();
     let deleting = meta.deletion_timestamp.is_some();
@@ -102,9 +103,7 @@ async fn run(
             tracing::info!("object is being deleted; calling cleanup");
             let request = request(&target, &obj);
             (
-                plugin
-                    .call(ctx.cluster.clone(), Call::cleanup(request))
-                    .await,
+                plugin.call(recording.clone(), Call::cleanup(request)).await,
                 true,
             )
         }
@@ -127,7 +126,7 @@ async fn run(
             let request = request(&target, &current);
             (
                 plugin
-                    .call(ctx.cluster.clone(), Call::reconcile(request))
+                    .call(recording.clone(), Call::reconcile(request))
                     .await,
                 false,
             )
@@ -136,7 +135,7 @@ async fn run(
             let request = request(&target, &obj);
             (
                 plugin
-                    .call(ctx.cluster.clone(), Call::reconcile(request))
+                    .call(recording.clone(), Call::reconcile(request))
                     .await,
                 false,
             )
@@ -147,7 +146,7 @@ async fn run(
     if cleanup && outcome == Outcome::Action(runtime::Action::Done) {
         remove_finalizer(&api, &meta, &target, info).await?;
     }
-    Ok(settle(
+    let requeue = settle(
         &ctx,
         &plugin,
         &obj,
@@ -156,7 +155,13 @@ async fn run(
         cleanup,
         started.elapsed(),
     )
-    .await)
+    .await;
+    // A change held back from this reconcile while its write was in flight was not that
+    // write's echo: it triggers the object again now, as it would have without the hold.
+    if recording.retrigger() {
+        return Ok(Some(Duration::ZERO));
+    }
+    Ok(requeue)
 }
 
 /// Removes the plugin's finalizer from an object whose cleanup is done, so that its deletion

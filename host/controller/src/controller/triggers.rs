@@ -13,7 +13,7 @@ use super::filter::GenerationFilter;
 use super::kinds::Kinds;
 use super::{PluginCtx, Shared, selected};
 use crate::kubeapi::discovery::Resolved;
-use crate::watches::{CachedObject, Change, ObjectKey, SharedWatch, Store, WatchKey};
+use crate::watches::{Change, ObjectKey, SharedWatch, Store, WatchKey};
 use wasmop_core::cluster::selector::LabelSelector;
 
 /// Every trigger of one controller, as the primary objects it names.
@@ -69,10 +69,14 @@ pub(super) fn triggers(
     let mut triggers = vec![primary_changes(ctx.clone(), primary_watch, every_change)];
     for owned in &kinds.owned {
         let q = ctx.clone();
+        let kind = owned.clone();
         let stream = merged(shared, owned, scope.of(owned), None);
         triggers.push(
             stream
-                .flat_map(move |child| futures::stream::iter(q.queued(q.primary.owners_of(&child))))
+                .flat_map(move |change| {
+                    let owners = q.primary.owners_of(change.object());
+                    futures::stream::iter(q.queued(q.unechoed(&kind, &change, owners)))
+                })
                 .boxed(),
         );
     }
@@ -80,11 +84,13 @@ pub(super) fn triggers(
         let q = ctx.clone();
         let mapping = mapping.clone();
         let primaries = store.clone();
+        let watched = kind.clone();
         let stream = merged(shared, kind, scope.of(kind), selector.clone());
         triggers.push(
             stream
-                .flat_map(move |other| {
-                    futures::stream::iter(q.queued(q.primary.mapped(&mapping, &other, &primaries)))
+                .flat_map(move |change| {
+                    let mapped = q.primary.mapped(&mapping, change.object(), &primaries);
+                    futures::stream::iter(q.queued(q.unechoed(&watched, &change, mapped)))
                 })
                 .boxed(),
         );
@@ -172,7 +178,7 @@ fn merged(
     kind: &Resolved,
     scopes: Vec<Option<String>>,
     selector: Option<LabelSelector>,
-) -> impl Stream<Item = CachedObject> + Send + 'static {
+) -> impl Stream<Item = Change> + Send + 'static {
     let streams = scopes.into_iter().map(|ns| {
         shared
             .watches
@@ -184,9 +190,10 @@ fn merged(
             .boxed()
     });
     futures::stream::select_all(streams).filter_map(move |change| {
-        let obj = change.object();
-        let keep = selector.as_ref().is_none_or(|s| selected(s, obj));
-        future::ready(keep.then(|| obj.clone()))
+        let keep = selector
+            .as_ref()
+            .is_none_or(|s| selected(s, change.object()));
+        future::ready(keep.then_some(change))
     })
 }
 

@@ -27,6 +27,7 @@ pub(super) struct Calls {
     demoted: Family<PluginLabels, Counter>,
     requeues_raised: Family<PluginLabels, Counter>,
     throttled: Family<PluginLabels, Counter>,
+    echoes_skipped: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
     events_aggregated: Family<PluginLabels, Counter>,
     events_failed: Family<PluginLabels, Counter>,
@@ -92,6 +93,14 @@ impl Calls {
                 "wasmop_reconciles_throttled",
                 "Times an object of the plugin was ready to reconcile but had used up its \
                  objectRateLimit, and waited for its next token",
+                Family::default(),
+            ),
+            echoes_skipped: registered(
+                r,
+                "wasmop_own_write_echoes_skipped",
+                "Changes of an owned or watched object that were the plugin's own write coming \
+                 back through the watch, which did not reconcile again the object whose \
+                 reconcile made the write",
                 Family::default(),
             ),
             events_dropped: registered(
@@ -233,6 +242,14 @@ impl Metrics {
     pub(crate) fn throttled(&self, plugin: &str) {
         self.calls
             .throttled
+            .get_or_create(&plugin_labels(plugin))
+            .inc();
+    }
+
+    /// Counts one echo of the plugin's own write that triggered no reconcile.
+    pub(crate) fn echo_skipped(&self, plugin: &str) {
+        self.calls
+            .echoes_skipped
             .get_or_create(&plugin_labels(plugin))
             .inc();
     }
