@@ -144,6 +144,14 @@ pub struct Instance {
     /// cross-thread stuff used in `InstancePre`)
     store: Option<VMStoreRawPtr>,
 
+    /// The text section of this instance's module's code in its store, found
+    /// in the store's `ModuleRegistry` at the first funcref initialized and
+    /// kept for the rest (wasmop patch: a component instantiation that
+    /// initializes thousands of funcrefs did two registry lookups for each).
+    /// The registry keeps that code alive and in place for as long as the
+    /// store, and so this instance, lives.
+    store_text: Option<SendSyncPtr<[u8]>>,
+
     /// Additional context used by compiled wasm code. This field is last, and
     /// represents a dynamically-sized array that extends beyond the nominal
     /// end of the struct (similar to a flexible array member).
@@ -209,6 +217,7 @@ impl Instance {
             #[cfg(feature = "wmemcheck")]
             wmemcheck_state,
             store: None,
+            store_text: None,
             vmctx: OwnedVMContext::new(),
         })?;
 
@@ -932,7 +941,7 @@ impl Instance {
     /// functions here. Effectively all the arguments here must be "logically
     /// correct" for the `VMFuncRef` being initialized.
     unsafe fn initialize_and_return_funcref(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         registry: &ModuleRegistry,
         type_index: VMSharedTypeIndex,
         vmctx_offset: u32,
@@ -960,20 +969,22 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
-        let module_with_code = ModuleWithCode::in_store(
-            registry,
-            self.runtime_module()
-                .expect("funcref impossible in fake module"),
-        )
-        .expect("module not in store");
+        let text = self.as_mut().store_text(registry);
+        // SAFETY: `store_text` points at code the store's registry keeps
+        // alive and in place for as long as this instance lives.
+        let text = unsafe { text.as_non_null().as_ref() };
+        let compiled = self
+            .runtime_module()
+            .expect("funcref impossible in fake module")
+            .compiled_module();
 
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
+        let array_call = VmPtr::from(
+            NonNull::from(&text[compiled.function_range(array_to_wasm_key)]).cast(),
+        );
 
         let wasm_call = Some(VmPtr::from(
             NonNull::new(
-                module_with_code
-                    .function(wasm_key)
+                text[compiled.function_range(wasm_key)]
                     .as_ptr()
                     .cast::<VMWasmCallFunction>()
                     .cast_mut(),
@@ -999,6 +1010,25 @@ impl Instance {
         }
 
         Some(func_ref_ptr)
+    }
+
+    /// The text section of this instance's module's code in its store:
+    /// looked up in `registry` once, then kept in `store_text`.
+    fn store_text(self: Pin<&mut Self>, registry: &ModuleRegistry) -> SendSyncPtr<[u8]> {
+        if let Some(text) = self.store_text {
+            return text;
+        }
+        let text = ModuleWithCode::in_store(
+            registry,
+            self.runtime_module()
+                .expect("funcref impossible in fake module"),
+        )
+        .expect("module not in store")
+        .text();
+        let text = SendSyncPtr::new(NonNull::from(text));
+        // SAFETY: not moving data out of `self`.
+        unsafe { self.get_unchecked_mut() }.store_text = Some(text);
+        text
     }
 
     /// Get the passive elements segment at the given index.
