@@ -20,7 +20,8 @@ import statistics
 import subprocess
 import time
 
-from .common import ROOT, Controller, free_port, goal, log
+from .common import ROOT, free_port, goal, log
+from .processes import Controller
 
 NS = "admit-bench"
 BAD = """apiVersion: demo.wasmop.dev/v1

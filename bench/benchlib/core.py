@@ -7,9 +7,10 @@ import statistics
 import subprocess
 import time
 
-from .common import (CONTENDERS, CONVERGE_TIMEOUT_S, ROOT, Controller, converge_once,
-                     diff_buckets, goal, histogram, log, ms, plugin_dir, quantile, settle_rss,
-                     wait_for_artefacts, wasmop_config)
+from .common import CONTENDERS, CONVERGE_TIMEOUT_S, ROOT, goal, log
+from .convergence import converge_once, plugin_dir, wait_for_artefacts, wasmop_config
+from .processes import Controller, settle_rss
+from .promtext import diff_buckets, histogram, ms, quantile
 
 
 def measure_convergence(bins, cp, run_dir, n, repeats):

@@ -22,9 +22,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .common import (CONVERGE_TIMEOUT_S, ROOT, TARGET, Controller, artefact_mib, converge_once,
-                     goal, log, log_fields, plugin_dir, reconciles, run, settle_rss,
-                     wait_for_artefacts)
+from .common import CONVERGE_TIMEOUT_S, ROOT, TARGET, goal, log, run
+from .convergence import (artefact_mib, converge_once, plugin_dir, reconciles,
+                          wait_for_artefacts)
+from .processes import Controller, log_fields, settle_rss
 
 DATABASE = """apiVersion: demo.wasmop.dev/v1
 kind: Database
