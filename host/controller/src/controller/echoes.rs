@@ -20,9 +20,9 @@
 //! Every other change triggers as ever: one with any other version (someone else's write, a
 //! controller updating its status), a deletion, and every change for the object's other
 //! owners. Forgetting is always safe: a forgotten write's echo reconciles once more, as
-//! without the filter. The memory is bounded by [`REMEMBERED`] writes per controller.
+//! without the filter. The memory is bounded by [`REMEMBERED`] writes per controller, and
+//! [`HELD`] held changes per write in flight.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::mem;
@@ -30,10 +30,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use serde::Deserialize;
 
 use crate::metrics::Metrics;
-use crate::watches::{CachedObject, Change, ObjectKey};
+use crate::watches::decoded::Identity;
+use crate::watches::{Change, ObjectKey};
 use wasmop_core::cluster::{
     Cluster, ClusterError, DeleteParams, Event, GroupVersionKind, Json, ObjectRef, ObjectText,
     Patch,
@@ -67,12 +67,26 @@ impl Written {
     }
 }
 
+/// The most changes held back while one write is in flight; past it, the write's reconcile
+/// runs again whatever the reply says (the changes are not all its echo). The object's
+/// changes are anyone's to make, so what one write holds is bounded.
+const HELD: usize = 8;
+
 /// A write in flight: whose reconcile makes it, and the versions of the changes held back
 /// from that reconcile's primary until the reply says whether they are its echo.
 #[derive(Debug)]
 struct Flight {
     by: ObjectKey,
-    held: Mutex<Vec<String>>,
+    held: Mutex<Held>,
+}
+
+/// The changes held back by one write in flight.
+#[derive(Debug, Default)]
+struct Held {
+    /// Their versions, at most [`HELD`].
+    versions: Vec<String>,
+    /// Whether more came than `versions` holds.
+    overflowed: bool,
 }
 
 /// The last write to one object.
@@ -120,8 +134,8 @@ impl OwnWrites {
     }
 
     fn skipped(&self, n: usize) {
-        for _ in 0..n {
-            self.metrics.echo_skipped(&self.plugin);
+        if n > 0 {
+            self.metrics.echoes_skipped(&self.plugin, n);
         }
     }
 
@@ -147,6 +161,7 @@ impl OwnWrites {
         let version = reply.and_then(resource_version);
         let held = mem::take(&mut *flight.held.lock().unwrap_or_else(PoisonError::into_inner));
         let echoed = held
+            .versions
             .iter()
             .filter(|v| Some(v.as_str()) == version.as_deref())
             .count();
@@ -177,7 +192,7 @@ impl OwnWrites {
             }
         }
         self.skipped(echoed);
-        echoed < held.len()
+        held.overflowed || echoed < held.versions.len()
     }
 
     /// The primary objects `change` (of `group`/`kind`) should trigger, out of `mapped`, the
@@ -216,16 +231,18 @@ impl OwnWrites {
             return mapped;
         }
         // Read outside the lock: the object's text may be long.
-        let Some(version) = version_of(obj) else {
+        let Some(version) = resource_version(obj.text()) else {
             return mapped;
         };
         let mut writes = self.lock();
         let held = match writes.get(&written) {
             Some(Last::Flying(f)) if f.by == by => {
-                f.held
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(version);
+                let mut held = f.held.lock().unwrap_or_else(PoisonError::into_inner);
+                if held.versions.len() < HELD {
+                    held.versions.push(version);
+                } else {
+                    held.overflowed = true;
+                }
                 true
             }
             Some(Last::Landed {
@@ -252,29 +269,12 @@ impl OwnWrites {
     }
 }
 
-/// `metadata.resourceVersion` of an object's JSON text, if it has one.
+/// `metadata.resourceVersion` of an object's JSON text, if it has one (read as the watches
+/// read an object's identity: nothing else decoded, at any depth).
 fn resource_version(text: &str) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Object<'a> {
-        #[serde(borrow, default)]
-        metadata: Meta<'a>,
-    }
-    #[derive(Deserialize, Default)]
-    struct Meta<'a> {
-        #[serde(borrow, default, rename = "resourceVersion")]
-        resource_version: Option<Cow<'a, str>>,
-    }
-    let object = serde_json::from_str::<Object<'_>>(text).ok()?;
-    object
-        .metadata
-        .resource_version
+    Identity::read(text)
+        .and_then(|identity| identity.resource_version)
         .filter(|rv| !rv.is_empty())
-        .map(Cow::into_owned)
-}
-
-/// The cached object's `resourceVersion`.
-fn version_of(obj: &CachedObject) -> Option<String> {
-    resource_version(obj.text())
 }
 
 /// The cluster one reconcile's plugin call reaches: `inner`, with each write remembered as
@@ -420,215 +420,4 @@ impl Cluster for Recording {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-    use wasmop_offline::memory::MemoryCluster;
-
-    fn config_map(name: &str, rv: &str) -> CachedObject {
-        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                         "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}});
-        let types = kube::api::TypeMeta {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-        };
-        CachedObject::new(serde_json::from_value(obj).expect("object"), &types).expect("cached")
-    }
-
-    fn changed(name: &str, rv: &str) -> Change {
-        Change::Applied(config_map(name, rv))
-    }
-
-    fn key(name: &str) -> ObjectKey {
-        ObjectKey::new(Some("ns"), name)
-    }
-
-    fn target(name: &str) -> ObjectRef {
-        ObjectRef::new(
-            GroupVersionKind::gvk("", "v1", "ConfigMap"),
-            Some("ns".into()),
-            name,
-        )
-    }
-
-    fn reply(name: &str, rv: &str) -> String {
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}})
-        .to_string()
-    }
-
-    fn fresh() -> (OwnWrites, Metrics) {
-        let metrics = Metrics::new();
-        let writes = OwnWrites::new(metrics.clone(), "p", "example.com", "Database");
-        (writes, metrics)
-    }
-
-    fn skipped(metrics: &Metrics) -> String {
-        let series = r#"wasmop_own_write_echoes_skipped_total{plugin="p"} "#;
-        let text = metrics.render();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series))
-            .unwrap_or("0")
-            .to_owned()
-    }
-
-    /// A write by the reconcile of `by` to `name`, replied with version `rv`.
-    fn wrote(writes: &OwnWrites, name: &str, rv: &str, by: &str) -> bool {
-        let flight = writes.take_off(&target(name), &key(by));
-        writes.land(&target(name), &flight, Some(&reply(name, rv)))
-    }
-
-    #[test]
-    fn the_echo_after_the_reply_skips_its_writer_only_and_only_once() {
-        let (writes, metrics) = fresh();
-        assert!(!wrote(&writes, "cm", "7", "db"));
-        let owners = vec![key("db"), key("other")];
-        let echo = changed("cm", "7");
-        let triggered = writes.triggered("", "ConfigMap", &echo, owners.clone());
-        assert_eq!(triggered, vec![key("other")]);
-        assert_eq!(skipped(&metrics), "1");
-        // Seen once: the same version again (a relist) triggers as any change does.
-        let triggered = writes.triggered("", "ConfigMap", &echo, owners.clone());
-        assert_eq!(triggered, owners);
-        assert_eq!(skipped(&metrics), "1");
-    }
-
-    #[test]
-    fn the_echo_before_the_reply_is_held_and_dropped_when_the_reply_names_its_version() {
-        let (writes, metrics) = fresh();
-        let flight = writes.take_off(&target("cm"), &key("db"));
-        let owners = vec![key("db"), key("other")];
-        let triggered = writes.triggered("", "ConfigMap", &changed("cm", "7"), owners);
-        assert_eq!(triggered, vec![key("other")], "held back from its writer");
-        assert!(!writes.land(&target("cm"), &flight, Some(&reply("cm", "7"))));
-        assert_eq!(skipped(&metrics), "1");
-        assert_eq!(writes.len(), 0, "its echo came: nothing left to await");
-    }
-
-    #[test]
-    fn a_held_change_that_is_not_the_echo_or_held_over_a_failed_write_retriggers() {
-        let (writes, metrics) = fresh();
-        // Someone else's write came first (version 6), then ours (7).
-        let flight = writes.take_off(&target("cm"), &key("db"));
-        writes.triggered("", "ConfigMap", &changed("cm", "6"), vec![key("db")]);
-        assert!(writes.land(&target("cm"), &flight, Some(&reply("cm", "7"))));
-        // Ours still awaits its echo.
-        let triggered = writes.triggered("", "ConfigMap", &changed("cm", "7"), vec![key("db")]);
-        assert!(triggered.is_empty());
-        // A failed write: whatever was held goes to the reconcile.
-        let flight = writes.take_off(&target("cm"), &key("db"));
-        writes.triggered("", "ConfigMap", &changed("cm", "8"), vec![key("db")]);
-        assert!(writes.land(&target("cm"), &flight, None));
-        assert_eq!(writes.len(), 0);
-        assert_eq!(skipped(&metrics), "1");
-    }
-
-    #[test]
-    fn any_other_version_kind_object_or_primary_triggers() {
-        let (writes, metrics) = fresh();
-        wrote(&writes, "cm", "7", "db");
-        let owners = vec![key("other")];
-        for (kind, change, owners) in [
-            ("ConfigMap", changed("cm", "8"), vec![key("db")]),
-            ("ConfigMap", changed("other", "7"), vec![key("db")]),
-            ("Secret", changed("cm", "7"), vec![key("db")]),
-            ("ConfigMap", changed("cm", "7"), owners),
-        ] {
-            let triggered = writes.triggered("", kind, &change, owners.clone());
-            assert_eq!(triggered, owners, "{kind} {change:?}");
-        }
-        assert_eq!(writes.len(), 1, "still awaiting its echo");
-        assert_eq!(skipped(&metrics), "0");
-    }
-
-    #[test]
-    fn a_deletion_triggers_and_forgets_the_write() {
-        let (writes, _) = fresh();
-        wrote(&writes, "cm", "7", "db");
-        let gone = Change::Deleted(config_map("cm", "7"));
-        let triggered = writes.triggered("", "ConfigMap", &gone, vec![key("db")]);
-        assert_eq!(triggered, vec![key("db")]);
-        assert_eq!(writes.len(), 0);
-    }
-
-    #[test]
-    fn a_later_write_replaces_the_earlier_and_the_memory_is_bounded() {
-        let (writes, _) = fresh();
-        wrote(&writes, "cm", "7", "db");
-        wrote(&writes, "cm", "9", "db");
-        let stale = changed("cm", "7");
-        let triggered = writes.triggered("", "ConfigMap", &stale, vec![key("db")]);
-        assert_eq!(
-            triggered.len(),
-            1,
-            "the first write's version is not the last's"
-        );
-        for i in 0..REMEMBERED + 10 {
-            wrote(&writes, &format!("cm-{i}"), "1", "db");
-        }
-        assert!(writes.len() <= REMEMBERED, "{} remembered", writes.len());
-        // A reply without a version is not remembered.
-        let (writes, _) = fresh();
-        let flight = writes.take_off(&target("cm"), &key("db"));
-        writes.land(&target("cm"), &flight, Some("{\"metadata\":{}}"));
-        let flight = writes.take_off(&target("cm"), &key("db"));
-        writes.land(&target("cm"), &flight, Some("not json"));
-        assert_eq!(writes.len(), 0);
-    }
-
-    #[tokio::test]
-    async fn recording_remembers_writes_with_the_server_version_and_a_dropped_call_lands() {
-        let (writes, metrics) = fresh();
-        let writes = Arc::new(writes);
-        let inner: Arc<dyn Cluster> = Arc::new(MemoryCluster::new());
-        let cluster = Recording::new(inner, writes.clone(), key("db"));
-        let plugin = PluginName::new("p").expect("name");
-        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": "cm", "namespace": "ns"}});
-        let created = cluster
-            .create(ObjectText::from_value(&cm).expect("object"), &plugin)
-            .await
-            .expect("created");
-        cluster
-            .create(ObjectText::from_value(&cm).expect("object"), &plugin)
-            .await
-            .expect_err("exists");
-        assert_eq!(writes.len(), 0, "the failed write forgot the first");
-        let applied = cluster
-            .apply(ObjectText::from_value(&cm).expect("object"), &plugin)
-            .await
-            .expect("applied");
-        assert_ne!(created, applied);
-        let rv = resource_version(&applied).expect("the memory cluster gives versions");
-        let triggered = writes.triggered("", "ConfigMap", &changed("cm", &rv), vec![key("db")]);
-        assert!(triggered.is_empty());
-        assert_eq!(skipped(&metrics), "1");
-        assert!(!cluster.retrigger());
-
-        // A write whose call is given up while a change is held: the change goes back.
-        let pending = cluster.apply(ObjectText::from_value(&cm).expect("object"), &plugin);
-        let mut pending = Box::pin(pending);
-        // Not polled: the write is not in flight yet.
-        assert_eq!(writes.len(), 0);
-        let _ = futures::poll!(pending.as_mut());
-        drop(pending);
-        assert!(!cluster.retrigger(), "nothing was held");
-        // Writes to the primary kind are not remembered.
-        let before = writes.len();
-        let db = json!({"apiVersion": "example.com/v1", "kind": "Database",
-                        "metadata": {"name": "db", "namespace": "ns"}});
-        cluster
-            .create(ObjectText::from_value(&db).expect("object"), &plugin)
-            .await
-            .expect("created");
-        assert_eq!(writes.len(), before);
-        let flight = writes.take_off(&target("cm"), &key("db"));
-        writes.triggered("", "ConfigMap", &changed("cm", "x"), vec![key("db")]);
-        drop(Landing {
-            recording: &cluster,
-            target: &target("cm"),
-            flight: Some(flight),
-        });
-        assert!(cluster.retrigger());
-    }
-}
+mod tests;

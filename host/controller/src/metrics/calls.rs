@@ -246,12 +246,12 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one echo of the plugin's own write that triggered no reconcile.
-    pub(crate) fn echo_skipped(&self, plugin: &str) {
+    /// Counts `n` echoes of the plugin's own writes that triggered no reconcile.
+    pub(crate) fn echoes_skipped(&self, plugin: &str, n: usize) {
         self.calls
             .echoes_skipped
             .get_or_create(&plugin_labels(plugin))
-            .inc();
+            .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
     }
 
     /// Counts one Event dropped by the rate limit.
