@@ -92,6 +92,10 @@ pub struct Config {
     /// Reconcile a plugin's objects again when a new version is swapped in: set by `wasmop
     /// dev`, not by the config file.
     pub(crate) reconcile_on_new_version: bool,
+    /// Run the sources a `wasmop dev` build carries (see
+    /// [`wasmop_runtime::RuntimeConfig::dev_sources`]): set by `wasmop dev`, not by the
+    /// config file.
+    pub(crate) dev_sources: bool,
     /// Log line format.
     pub(crate) log_format: LogFormat,
     /// Where `/metrics` is served; `None` disables it.
@@ -269,6 +273,7 @@ impl Config {
             concurrency,
             resync_period,
             reconcile_on_new_version: false,
+            dev_sources: false,
             log_format,
             metrics_address,
             health_address,

@@ -112,6 +112,8 @@ pub(crate) struct PluginShared {
     pub config_json: String,
     /// Its per-call limits.
     pub limits: Limits,
+    /// The sources of a `wasmop dev` build, each call's stdin (see the loader's `dev`).
+    pub dev_sources: Option<bytes::Bytes>,
 }
 
 /// What the host calls need: the plugin's identity, grants, settings and budgets.
@@ -320,6 +322,15 @@ impl CallState {
         cluster: Option<Arc<dyn Cluster>>,
         target: Option<ObjectRef>,
     ) -> Self {
+        // A dev build's calls each read its sources from a stdin of their own: not pooled.
+        if plugin.shared.dev_sources.is_some() {
+            return Self::from_parts(
+                plugin.runtime.config.fixed_clock,
+                Arc::clone(&plugin.shared),
+                cluster,
+                target,
+            );
+        }
         let mut state = Self::with_io(
             plugin.wasi.take(),
             Arc::clone(&plugin.shared),
@@ -338,7 +349,11 @@ impl CallState {
         cluster: Option<Arc<dyn Cluster>>,
         target: Option<ObjectRef>,
     ) -> Self {
-        let io = super::wasi::CallIo::new(shared.limits.output_bytes, fixed_clock);
+        let io = super::wasi::CallIo::new(
+            shared.limits.output_bytes,
+            fixed_clock,
+            shared.dev_sources.as_ref(),
+        );
         Self::with_io(io, shared, cluster, target)
     }
 

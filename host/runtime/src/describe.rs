@@ -34,6 +34,7 @@ pub(crate) async fn describe(
     engine: &wasmtime::Engine,
     pre: &PluginPre,
     limits: &Limits,
+    dev_sources: Option<bytes::Bytes>,
 ) -> Result<Declaration, LoadError> {
     let Ok(_describing) = runtime.inner.describing.acquire().await else {
         unreachable!("the describe semaphore is never closed");
@@ -56,6 +57,7 @@ pub(crate) async fn describe(
         grants: Grants::none(),
         config_json: "{}".into(),
         limits: limits.clone(),
+        dev_sources,
     };
     let state = CallState::from_parts(
         runtime.inner.config.fixed_clock,

@@ -5,6 +5,7 @@
 //! starts in the background ([`super::tiered`]).
 
 mod contract;
+mod dev;
 pub(crate) mod image;
 
 pub use self::contract::ContractVersion;
@@ -131,6 +132,17 @@ pub enum LoadError {
     /// The plugin's limits do not fit the runtime.
     #[error("the plugin's limits do not fit the runtime: {0}")]
     Limits(String),
+    /// A `wasmop dev` build carries more sources than a dev build may.
+    #[error(
+        "the `wasmop dev` build carries {size} bytes of sources, over the {max} a dev build may \
+         carry; keep data out of the project's modules"
+    )]
+    DevSources {
+        /// The size of the sources.
+        size: usize,
+        /// The bound ([`dev::MAX_SOURCES`]).
+        max: usize,
+    },
     /// Compilation ran on a blocking thread that panicked or was cancelled.
     #[error("the compilation task failed")]
     Task(#[source] tokio::task::JoinError),
@@ -202,11 +214,23 @@ fn compile(
     // implement, or bytes that are not valid at all) goes to Cranelift, whose verdict counts:
     // a version Cranelift accepts is never refused because of Winch.
     if let Some(baseline) = inner.tiering.baseline(&inner.config) {
+        if let Some(component) = inner.tiering.recent_baseline(digest) {
+            let stats = LoadStats {
+                size: bytes.len(),
+                compile_time: started.elapsed(),
+                from_cache: false,
+                precompiled: false,
+                compiler: Compiler::Winch,
+                mapped: false,
+            };
+            return Ok((component, stats));
+        }
         match inner
             .compile_gate
             .compile(bytes.len(), || Component::new(&baseline.engine, bytes))
         {
             Ok(component) => {
+                inner.tiering.remember_baseline(*digest, &component);
                 let stats = LoadStats {
                     size: bytes.len(),
                     compile_time: started.elapsed(),
@@ -250,6 +274,15 @@ pub(crate) fn compile_ahead(runtime: &Runtime, component: ComponentBytes) {
     if check_framing(component.bytes()).is_err() {
         return;
     }
+    // A dev build compiles its runner, without the sources.
+    let component = if runtime.inner.config.dev_sources {
+        match dev::split(component) {
+            Ok((runner, _)) => runner,
+            Err(_) => return,
+        }
+    } else {
+        component
+    };
     let digest = component.digest();
     let bytes = component.into_bytes();
     let rt = runtime.clone();
@@ -276,6 +309,13 @@ pub(crate) async fn load(
     };
     check_framing(component.bytes())?;
     let limits = check_options(runtime, &options)?;
+    // The version is the whole component; a dev build compiles (and caches) its runner alone.
+    let version = component.digest();
+    let (component, dev_sources) = if runtime.inner.config.dev_sources {
+        dev::split(component)?
+    } else {
+        (component, None)
+    };
     let digest = component.digest();
     // Kept for the background Cranelift compilation of a tiered load.
     let bytes = Arc::new(component.into_bytes());
@@ -310,7 +350,7 @@ pub(crate) async fn load(
         .instantiate_pre(&component)
         .map_err(LoadError::ImportMismatch)?;
     let pre = PluginPre::new(contract, instance_pre).map_err(LoadError::MissingExports)?;
-    let declared = describe(runtime, engine, &pre, &limits).await?;
+    let declared = describe(runtime, engine, &pre, &limits, dev_sources.clone()).await?;
     if stats.mapped {
         // Mapped from an artefact file: what loading and `describe` touched need not stay
         // resident (see `image`).
@@ -340,7 +380,7 @@ pub(crate) async fn load(
             stats.compile_time,
         );
     }
-    tracing::info!(plugin = %declared.name, version = %declared.version, digest = %digest.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, reconciles = declared.reconciler.is_some(), reviews = declared.admission.is_some(), "plugin loaded");
+    tracing::info!(plugin = %declared.name, version = %declared.version, digest = %version.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, reconciles = declared.reconciler.is_some(), reviews = declared.admission.is_some(), "plugin loaded");
     Ok(super::Plugin {
         inner: std::sync::Arc::new(plugin_inner(
             runtime,
@@ -349,6 +389,7 @@ pub(crate) async fn load(
                 grants,
                 config_json: options.config.to_string(),
                 limits,
+                dev_sources,
             },
             Declaration {
                 name: declared.name,
@@ -356,7 +397,7 @@ pub(crate) async fn load(
                 reconciler: declared.reconciler,
                 admission: declared.admission.map(Arc::new),
             },
-            digest,
+            version,
             code,
             stats,
         )),
@@ -384,6 +425,7 @@ pub(crate) fn with_options(
                 grants,
                 config_json: options.config.to_string(),
                 limits,
+                dev_sources: inner.shared.dev_sources.clone(),
             },
             Declaration {
                 name: inner.name.clone(),

@@ -131,6 +131,13 @@ pub struct RuntimeConfig {
     /// plugin whose symbols were stripped shows `wasm-function[N]`). Changes no generated
     /// code; off by default.
     pub perf_map: bool,
+    /// Whether a component may carry the sources of a `wasmop dev` build: a custom section
+    /// `wasmop-dev-sources` at its end, which the runtime cuts off before compiling (so that
+    /// every edit of the sources reuses the compiled interpreter) and gives each of the
+    /// version's calls as its stdin (see the loader's `dev` module). Only `wasmop dev` turns
+    /// it on; elsewhere such a section is left in the component, which wasmtime ignores, and
+    /// calls get an empty stdin as always.
+    pub dev_sources: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -149,6 +156,7 @@ impl Default for RuntimeConfig {
             demote_after: None,
             describe_deadline: DEFAULT_DESCRIBE_DEADLINE,
             perf_map: false,
+            dev_sources: false,
         }
     }
 }
@@ -247,6 +255,13 @@ impl RuntimeConfig {
     #[must_use]
     pub fn perf_map(mut self, on: bool) -> Self {
         self.perf_map = on;
+        self
+    }
+
+    /// Lets components carry the sources of a `wasmop dev` build (see [`Self::dev_sources`]).
+    #[must_use]
+    pub fn dev_sources(mut self, on: bool) -> Self {
+        self.dev_sources = on;
         self
     }
 

@@ -107,6 +107,11 @@ pub(crate) struct Tiering {
     promoted: AtomicU64,
     discarded: AtomicU64,
     failed: AtomicU64,
+    /// The last Winch compilation whose Cranelift code is not in the artefact cache yet, for
+    /// a load of the same bytes meanwhile (a `wasmop dev` edit reuses its runner's code): it
+    /// takes the Winch code instead of compiling it again. Forgotten when that compilation
+    /// ends, so no Winch code outlives its use.
+    recent: std::sync::Mutex<Option<(Digest, Component)>>,
 }
 
 impl Tiering {
@@ -127,6 +132,31 @@ impl Tiering {
             promoted: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            recent: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The Winch code of `digest`, when it is the last one compiled and its Cranelift
+    /// compilation has not ended.
+    pub(crate) fn recent_baseline(&self, digest: &Digest) -> Option<Component> {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent
+            .as_ref()
+            .filter(|(d, _)| d == digest)
+            .map(|(_, c)| c.clone())
+    }
+
+    /// Keeps `component`, the Winch code of `digest`, until its Cranelift compilation ends.
+    pub(crate) fn remember_baseline(&self, digest: Digest, component: &Component) {
+        *self.recent.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((digest, component.clone()));
+    }
+
+    /// Forgets the Winch code of `digest`, if it is the one kept.
+    fn forget_baseline(&self, digest: &Digest) {
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if recent.as_ref().is_some_and(|(d, _)| d == digest) {
+            *recent = None;
         }
     }
 
@@ -217,6 +247,7 @@ pub(crate) fn promote_later(
             &pending.0, bytes, digest, &plugin, cell, contract, winch_time,
         )
         .await;
+        pending.0.inner.tiering.forget_baseline(&digest);
         drop(pending);
     });
 }
@@ -243,14 +274,25 @@ async fn promote(
     let rt = runtime.clone();
     let compiled = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let component = rt.inner.compile_gate.compile(bytes.len(), || {
-            Component::new(&rt.inner.engine, bytes.as_slice())
-        })?;
-        let took = started.elapsed();
-        let (component, mapped) = match &rt.inner.cache {
-            Some(cache) => cache.store_and_map(&rt.inner.engine, &digest, component),
-            None => (component, false),
+        // Another load of the same bytes may have compiled them while this one waited.
+        let cached = rt.inner.cache.as_ref().and_then(|cache| {
+            cache
+                .load(&rt.inner.engine, &digest)
+                .map(|c| (c, cache.maps()))
+        });
+        let (component, mapped) = match cached {
+            Some(found) => found,
+            None => {
+                let component = rt.inner.compile_gate.compile(bytes.len(), || {
+                    Component::new(&rt.inner.engine, bytes.as_slice())
+                })?;
+                match &rt.inner.cache {
+                    Some(cache) => cache.store_and_map(&rt.inner.engine, &digest, component),
+                    None => (component, false),
+                }
+            }
         };
+        let took = started.elapsed();
         let pre = PluginPre::new(contract, rt.inner.linker.instantiate_pre(&component)?)?;
         if mapped {
             super::loader::image::release(&component);

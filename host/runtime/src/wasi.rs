@@ -1,5 +1,6 @@
 //! WASI for plugins: no preopened directories, no sockets or name lookups, no inherited
-//! environment or arguments, no stdin. stdout and stderr go to capped in-memory buffers that
+//! environment or arguments, no stdin (but for the sources of a `wasmop dev` build, which
+//! each of its calls reads from a stdin of its own: see the loader's `dev`). stdout and stderr go to capped in-memory buffers that
 //! are forwarded to tracing (tagged with the plugin's name) after each call; what exceeds the
 //! cap is dropped silently for the guest, so printing can never trap it or grow host memory.
 //!
@@ -41,9 +42,12 @@ impl HostWallClock for FixedClock {
 }
 
 /// Builds a call's WASI context, writing stdout and stderr into `output`, with a stopped
-/// wall clock when `fixed_clock` is set.
-fn context(output: &Captured, fixed_clock: Option<SystemTime>) -> WasiCtx {
+/// wall clock when `fixed_clock` is set, and `stdin` to read when given.
+fn context(output: &Captured, fixed_clock: Option<SystemTime>, stdin: Option<&Bytes>) -> WasiCtx {
     let mut b = WasiCtxBuilder::new();
+    if let Some(stdin) = stdin {
+        b.stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(stdin.clone()));
+    }
     if let Some(at) = fixed_clock {
         b.wall_clock(FixedClock(
             at.duration_since(UNIX_EPOCH).unwrap_or_default(),
@@ -66,10 +70,14 @@ pub(crate) struct CallIo {
 }
 
 impl CallIo {
-    /// A new context whose streams keep `output_cap` bytes each.
-    pub(crate) fn new(output_cap: usize, fixed_clock: Option<SystemTime>) -> Self {
+    /// A new context whose streams keep `output_cap` bytes each, reading `stdin` when given.
+    pub(crate) fn new(
+        output_cap: usize,
+        fixed_clock: Option<SystemTime>,
+        stdin: Option<&Bytes>,
+    ) -> Self {
         let output = Captured::new(output_cap);
-        let wasi = context(&output, fixed_clock);
+        let wasi = context(&output, fixed_clock, stdin);
         Self { wasi, output }
     }
 }
@@ -102,7 +110,7 @@ impl WasiPool {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop();
-        kept.unwrap_or_else(|| CallIo::new(self.output_cap, self.fixed_clock))
+        kept.unwrap_or_else(|| CallIo::new(self.output_cap, self.fixed_clock, None))
     }
 
     /// Returns a context after its call. Its output must have been taken; what is left is

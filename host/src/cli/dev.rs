@@ -22,13 +22,16 @@ const AFTER_HELP: &str = "\
 The cluster:
   --kubeconfig, else KUBECONFIG, else the bundled local control plane of the checkout this
   wasmop was built from (started, or reused when it already runs; data under
-  ~/.cache/wasmop/dev-control-plane), stopped again on Ctrl-C if dev started it.
+  ~/.cache/wasmop/dev-control-plane), stopped again on Ctrl-C if dev started it. Compiled
+  plugins are cached in ~/.cache/wasmop/dev-artefacts unless --config names a
+  cacheDirectory (WASMOP_CACHE_DIR replaces ~/.cache/wasmop in both).
 
 What it does, in order:
   builds the plugin: a Rust project (Cargo.toml) with `cargo build --target wasm32-wasip2`
   (the project's quick dev profile); a Python project (app.py) with `.venv/bin/python
-  build.py`, after making .venv and installing requirements.txt into it when .venv is missing
-  or requirements.txt changed; a Go project (go.mod) with its `./build`;
+  build.py --dev` (the interpreter is built once, each edit only ships the sources), after
+  making .venv and installing requirements.txt into it when .venv is missing or
+  requirements.txt changed; a Go project (go.mod) with its `./build`;
   applies crd.yaml and samples/*.yaml when the project has them (server-side apply, field
   manager wasmop-dev); runs a host on the plugin, logging each reconcile, the plugin's log
   lines and every load to stderr (WASMOP_LOG overrides the filter); rebuilds on each saved
@@ -105,10 +108,22 @@ async fn build(project: &Path, lang: Lang) -> anyhow::Result<PathBuf> {
         Lang::Rust => cargo_build(project).await,
         Lang::Python => {
             let python = python_venv(project).await?;
-            script_build(project, &python, &["build.py"], "build.py").await
+            if builds_for_dev(project) {
+                script_build(project, &python, &["build.py", "--dev"], "build.py --dev").await
+            } else {
+                script_build(project, &python, &["build.py"], "build.py").await
+            }
         }
         Lang::Go => script_build(project, &project.join("build"), &[], "./build").await,
     }
+}
+
+/// Whether a Python project's build.py makes dev builds (`--dev`: the dev runner and the
+/// project's sources, which the host runs without compiling anything again; see
+/// `wasmop_runtime::RuntimeConfig::dev_sources`). A project written by an older `wasmop new`
+/// is built whole on every edit instead.
+fn builds_for_dev(project: &Path) -> bool {
+    std::fs::read_to_string(project.join("build.py")).is_ok_and(|s| s.contains("\"--dev\""))
 }
 
 /// The file in a Python project's `.venv` recording the requirements it was set up from.
@@ -182,6 +197,8 @@ async fn script_build(
     args: &[&str],
     what: &str,
 ) -> anyhow::Result<PathBuf> {
+    // Spawned and waited for, not `output()`: tokio's `output()` pipes stderr too, and the
+    // build's progress and errors must reach the user.
     let output = tokio::process::Command::new(program)
         .args(args)
         .current_dir(project)
@@ -190,7 +207,9 @@ async fn script_build(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
-        .output()
+        .spawn()
+        .with_context(|| format!("cannot run {}", program.display()))?
+        .wait_with_output()
         .await
         .with_context(|| format!("cannot run {}", program.display()))?;
     if !output.status.success() {
@@ -411,12 +430,18 @@ async fn client_for(path: &Path) -> anyhow::Result<Client> {
     Client::try_from(config).context("cannot make a client")
 }
 
+/// Where `dev` keeps what outlives a run: `WASMOP_CACHE_DIR`, else `~/.cache/wasmop`.
+fn cache_home() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("WASMOP_CACHE_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    Ok(Path::new(&home).join(".cache/wasmop"))
+}
+
 async fn local_control_plane() -> anyhow::Result<(Client, PathBuf, LocalControlPlane)> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/control-plane/cp");
-    let home = std::env::var_os("HOME").context("HOME is not set")?;
-    let data = std::env::var_os("WASMOP_CACHE_DIR")
-        .map_or_else(|| Path::new(&home).join(".cache/wasmop"), PathBuf::from)
-        .join("dev-control-plane");
+    let data = cache_home()?.join("dev-control-plane");
     let kubeconfig = data.join("admin.kubeconfig");
     if kubeconfig.exists()
         && let Ok(client) = client_for(&kubeconfig).await
@@ -596,6 +621,12 @@ pub(crate) async fn run(raw: RawDev) -> anyhow::Result<Exit> {
     };
     let mut config = args.load().await?;
     config.reconcile_on_new_version = true;
+    config.dev_sources = true;
+    // Compiled versions outlive the run: the next `dev` of the project (and every Python
+    // edit, which ships only sources to the same runner) loads its artefact.
+    if config.cache_directory.is_none() {
+        config.cache_directory = Some(cache_home()?.join("dev-artefacts"));
+    }
     tracing::info!("running the plugin: edit and save to reload it; Ctrl-C stops");
     let result = crate::host::run(config).await;
     watcher.abort();

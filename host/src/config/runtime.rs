@@ -25,6 +25,7 @@ impl Config {
             .consume_fuel(self.any_fuel_budget())
             .tiered(self.tiered_compilation)
             .perf_map(self.perf_map)
+            .dev_sources(self.dev_sources)
             .demote_after(self.demote_after)
             .describe_deadline(self.describe_deadline);
         if let Some(dir) = &self.cache_directory {

@@ -170,7 +170,7 @@ async fn a_new_rust_project_builds_passes_its_tests_and_runs_under_wasmop_dev() 
         kind: "BackupPolicy",
         source: "src/lib.rs",
         field: ("\"message\".to_owned(),", "\"said\".to_owned(),"),
-        broken: "this is not Rust",
+        broken: &[("this is not Rust", &[FAILED_BUILD])],
         rebuild: PATIENCE,
     };
     dev.run(
@@ -241,12 +241,34 @@ async fn a_new_python_project_builds_passes_its_test_and_runs_under_wasmop_dev()
         kind: "TideWatch",
         source: "app.py",
         field: ("\"data\": {\"message\":", "\"data\": {\"said\":"),
-        broken: "this is not Python",
-        // componentize-py took 89 s for one rebuild beside a CI run on this 2-core machine,
-        // then the host's Winch compile of the 19 MB component.
+        broken: &[
+            // A syntax error fails the dev build itself ...
+            (
+                "def broken(:\n",
+                &["build: app.py:1: SyntaxError", FAILED_BUILD],
+            ),
+            // ... and a module that fails when imported fails the new version's `describe`,
+            // which the host rejects, saying why, and keeps the last good version (a full
+            // build would fail in componentize-py's pre-initialisation instead).
+            (
+                "this is not Python",
+                &[
+                    "the project's Reconciler.describe failed: NameError: name 'this' is not defined at app.py:1",
+                ],
+            ),
+        ],
+        // Generous: an edit ships only the sources (the runner is built once, at the start),
+        // but the first edit may come while the runner's Cranelift compilation still runs.
         rebuild: std::time::Duration::from_secs(300),
     };
     dev.run(outside.path(), &[]).await;
+    // Each edit shipped only the sources, to the runner built at the start.
+    let log = std::fs::read_to_string(outside.path().join("dev.log")).unwrap();
+    let shipped = log
+        .matches("target/dev/tide-watch.wasm: the dev runner with 1 modules")
+        .count();
+    assert!(shipped >= 2, "{log}");
+    assert_eq!(log.matches("building the dev runner").count(), 1, "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -297,7 +319,7 @@ async fn a_new_go_project_builds_passes_its_tests_and_runs_under_wasmop_dev() {
             "map[string]string{\"message\":",
             "map[string]string{\"said\":",
         ),
-        broken: "this is not Go",
+        broken: &[("this is not Go", &[FAILED_BUILD])],
         rebuild: PATIENCE,
     };
     dev.run(outside.path(), &[]).await;
@@ -305,6 +327,9 @@ async fn a_new_go_project_builds_passes_its_tests_and_runs_under_wasmop_dev() {
 
 /// `wasmop dev` on a project `wasmop new` wrote, run until its sample is reconciled, then
 /// through a saved edit, a failed build and Ctrl-C.
+/// What `wasmop dev` says when a build fails.
+const FAILED_BUILD: &str = "the last good version keeps running";
+
 struct Dev<'a> {
     project: &'a Path,
     /// The plugin's name (its ConfigMap is `sample-<plugin>`).
@@ -315,8 +340,9 @@ struct Dev<'a> {
     source: &'a str,
     /// The text in the source that names the ConfigMap's key, and what the edit makes it.
     field: (&'a str, &'a str),
-    /// What a broken source is replaced with.
-    broken: &'a str,
+    /// What the source is replaced with to break it, one after the other, and what dev's
+    /// log then says.
+    broken: &'a [(&'a str, &'a [&'a str])],
     /// How long a rebuild and reload may take before the test gives up: a liveness bound,
     /// not a figure (the figure is printed).
     rebuild: std::time::Duration,
@@ -335,6 +361,8 @@ impl Dev<'_> {
             .arg(&kubeconfig)
             .current_dir(self.project)
             .env_remove("WASMOP_LOG")
+            // Its artefact cache in the test's directory, not the user's.
+            .env("WASMOP_CACHE_DIR", outside.join("cache"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -432,14 +460,19 @@ impl Dev<'_> {
             saved.elapsed().as_secs_f64()
         );
 
-        // A build that fails is shown, and the last good version keeps running.
-        std::fs::write(&file, self.broken).unwrap();
-        wait_log(&log, "the last good version keeps running").await;
-        assert!(
-            dev.try_wait().unwrap().is_none(),
-            "dev stopped:\n{}",
-            dev_log()
-        );
+        // A build that fails, or a version the host rejects, is shown, and the last good
+        // version keeps running.
+        for (broken, shown) in self.broken {
+            std::fs::write(&file, broken).unwrap();
+            for text in *shown {
+                wait_log(&log, text).await;
+            }
+            assert!(
+                dev.try_wait().unwrap().is_none(),
+                "dev stopped:\n{}",
+                dev_log()
+            );
+        }
 
         // Ctrl-C stops it cleanly.
         let pid = dev.id().unwrap().to_string();
