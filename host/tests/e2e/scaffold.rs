@@ -361,8 +361,6 @@ impl Dev<'_> {
             .arg(&kubeconfig)
             .current_dir(self.project)
             .env_remove("WASMOP_LOG")
-            // Its artefact cache in the test's directory, not the user's.
-            .env("WASMOP_CACHE_DIR", outside.join("cache"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
