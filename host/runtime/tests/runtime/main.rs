@@ -16,5 +16,6 @@ mod describe;
 mod hostile;
 mod limits;
 mod loading;
+mod stdin;
 mod support;
 mod tiering;
