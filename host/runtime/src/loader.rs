@@ -214,7 +214,7 @@ fn compile(
     // implement, or bytes that are not valid at all) goes to Cranelift, whose verdict counts:
     // a version Cranelift accepts is never refused because of Winch.
     if let Some(baseline) = inner.tiering.baseline(&inner.config) {
-        if let Some(component) = inner.tiering.recent_baseline(digest) {
+        let winch = |component| {
             let stats = LoadStats {
                 size: bytes.len(),
                 compile_time: started.elapsed(),
@@ -223,7 +223,10 @@ fn compile(
                 compiler: Compiler::Winch,
                 mapped: false,
             };
-            return Ok((component, stats));
+            Ok((component, stats))
+        };
+        if let Some(component) = inner.tiering.recent_baseline(digest) {
+            return winch(component);
         }
         match inner
             .compile_gate
@@ -231,15 +234,7 @@ fn compile(
         {
             Ok(component) => {
                 inner.tiering.remember_baseline(*digest, &component);
-                let stats = LoadStats {
-                    size: bytes.len(),
-                    compile_time: started.elapsed(),
-                    from_cache: false,
-                    precompiled: false,
-                    compiler: Compiler::Winch,
-                    mapped: false,
-                };
-                return Ok((component, stats));
+                return winch(component);
             }
             Err(error) => {
                 tracing::debug!(digest = %digest.short(), error = %format!("{error:#}"), "Winch cannot compile this version; compiling it with Cranelift");

@@ -100,23 +100,10 @@ mod tests {
         bytes
     }
 
+    /// The custom section alone: what `with_custom_section` appends.
     fn custom(name: &str, payload: &[u8]) -> Vec<u8> {
-        let mut contents = vec![u8::try_from(name.len()).expect("a short name")];
-        contents.extend_from_slice(name.as_bytes());
-        contents.extend_from_slice(payload);
-        let mut section = vec![0];
-        let mut size = contents.len();
-        loop {
-            let b = (size & 0x7f) as u8;
-            size >>= 7;
-            if size == 0 {
-                section.push(b);
-                break;
-            }
-            section.push(b | 0x80);
-        }
-        section.extend(contents);
-        section
+        let empty = component(&[]);
+        wasmop_test_guests::with_custom_section(&empty, name, payload)[empty.len()..].to_vec()
     }
 
     #[test]

@@ -7,29 +7,9 @@ use wasmop_runtime::{Call, LoadOptions, Runtime, RuntimeConfig};
 
 use crate::support::{request, seeded, target, test_limits};
 
-/// `bytes` with a custom section `name` holding `payload` appended.
-fn with_section(mut bytes: Vec<u8>, name: &str, payload: &[u8]) -> Vec<u8> {
-    let mut contents = vec![u8::try_from(name.len()).expect("a short name")];
-    contents.extend_from_slice(name.as_bytes());
-    contents.extend_from_slice(payload);
-    bytes.push(0);
-    let mut size = contents.len();
-    loop {
-        let b = (size & 0x7f) as u8;
-        size >>= 7;
-        if size == 0 {
-            bytes.push(b);
-            break;
-        }
-        bytes.push(b | 0x80);
-    }
-    bytes.extend(contents);
-    bytes
-}
-
 fn component(sources: &[u8]) -> Vec<u8> {
     let bytes = std::fs::read(wasmop_test_guests::component("stdin-read")).expect("guest built");
-    with_section(bytes, "wasmop-dev-sources", sources)
+    wasmop_test_guests::with_custom_section(&bytes, "wasmop-dev-sources", sources)
 }
 
 /// What the guest logged about its stdin in one reconcile.
