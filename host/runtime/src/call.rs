@@ -322,15 +322,6 @@ impl CallState {
         cluster: Option<Arc<dyn Cluster>>,
         target: Option<ObjectRef>,
     ) -> Self {
-        // A dev build's calls each read its sources from a stdin of their own: not pooled.
-        if plugin.shared.dev_sources.is_some() {
-            return Self::from_parts(
-                plugin.runtime.config.fixed_clock,
-                Arc::clone(&plugin.shared),
-                cluster,
-                target,
-            );
-        }
         let mut state = Self::with_io(
             plugin.wasi.take(),
             Arc::clone(&plugin.shared),

@@ -232,10 +232,7 @@ fn compile(
             .compile_gate
             .compile(bytes.len(), || Component::new(&baseline.engine, bytes))
         {
-            Ok(component) => {
-                inner.tiering.remember_baseline(*digest, &component);
-                return winch(component);
-            }
+            Ok(component) => return winch(component),
             Err(error) => {
                 tracing::debug!(digest = %digest.short(), error = %format!("{error:#}"), "Winch cannot compile this version; compiling it with Cranelift");
             }
@@ -369,6 +366,7 @@ pub(crate) async fn load(
             runtime,
             bytes,
             digest,
+            &component,
             declared.name.clone(),
             &code,
             contract,
@@ -449,6 +447,7 @@ fn plugin_inner(
     let wasi = WasiPool::new(
         shared.limits.output_bytes,
         config.fixed_clock,
+        shared.dev_sources.clone(),
         config.concurrency as usize,
     );
     PluginInner {

@@ -107,10 +107,10 @@ pub(crate) struct Tiering {
     promoted: AtomicU64,
     discarded: AtomicU64,
     failed: AtomicU64,
-    /// The last Winch compilation whose Cranelift code is not in the artefact cache yet, for
-    /// a load of the same bytes meanwhile (a `wasmop dev` edit reuses its runner's code): it
-    /// takes the Winch code instead of compiling it again. Forgotten when that compilation
-    /// ends, so no Winch code outlives its use.
+    /// The Winch code of the last version whose Cranelift compilation is under way, for a
+    /// load of the same bytes meanwhile (a `wasmop dev` edit reuses its runner's code): it
+    /// takes that code instead of compiling it again. Kept by `promote_later`, forgotten when
+    /// that compilation ends, so no Winch code outlives its use.
     recent: std::sync::Mutex<Option<(Digest, Component)>>,
 }
 
@@ -147,7 +147,7 @@ impl Tiering {
     }
 
     /// Keeps `component`, the Winch code of `digest`, until its Cranelift compilation ends.
-    pub(crate) fn remember_baseline(&self, digest: Digest, component: &Component) {
+    fn remember_baseline(&self, digest: Digest, component: &Component) {
         *self.recent.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((digest, component.clone()));
     }
@@ -227,18 +227,22 @@ impl Drop for Pending {
     }
 }
 
-/// Starts the background Cranelift compilation of a version loaded on Winch code (its
-/// `cell`), which replaces that code when done. `winch_time` is what the Winch compilation
-/// took, for the log line.
+/// Starts the background Cranelift compilation of a version loaded on Winch code (`winch`,
+/// its `cell`), which replaces that code when done. Until then a load of the same bytes takes
+/// `winch` instead of compiling them again. `winch_time` is what the Winch compilation took,
+/// for the log line.
+#[allow(clippy::too_many_arguments)] // one version's parts, each used once
 pub(crate) fn promote_later(
     runtime: &Runtime,
     bytes: Arc<Vec<u8>>,
     digest: Digest,
+    winch: &Component,
     plugin: PluginName,
     cell: &Arc<CodeCell>,
     contract: ContractVersion,
     winch_time: Duration,
 ) {
+    runtime.inner.tiering.remember_baseline(digest, winch);
     // Counted from now, so that `settled` cannot miss a compilation about to start.
     let pending = Pending::new(runtime.clone());
     let cell = Arc::downgrade(cell);

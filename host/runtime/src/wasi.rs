@@ -1,8 +1,9 @@
 //! WASI for plugins: no preopened directories, no sockets or name lookups, no inherited
-//! environment or arguments, no stdin (but for the sources of a `wasmop dev` build, which
-//! each of its calls reads from a stdin of its own: see the loader's `dev`). stdout and stderr go to capped in-memory buffers that
-//! are forwarded to tracing (tagged with the plugin's name) after each call; what exceeds the
-//! cap is dropped silently for the guest, so printing can never trap it or grow host memory.
+//! environment or arguments, no stdin (but for the sources of a `wasmop dev` build, which each
+//! of its calls reads from a stdin of its own: see the loader's `dev`). stdout and stderr go
+//! to capped in-memory buffers that are forwarded to tracing (tagged with the plugin's name)
+//! after each call; what exceeds the cap is dropped silently for the guest, so printing can
+//! never trap it or grow host memory.
 //!
 //! Building a [`WasiCtx`] seeds three random generators twice over (the builder makes a
 //! fresh default of itself when it builds), which is a measurable part of a call's fixed
@@ -86,6 +87,9 @@ impl CallIo {
 pub(crate) struct WasiPool {
     output_cap: usize,
     fixed_clock: Option<SystemTime>,
+    /// What each call reads on stdin (a `wasmop dev` build's sources). A stdin is read once,
+    /// so with one every call gets a new context and none is kept.
+    stdin: Option<Bytes>,
     /// At most the runtime's concurrency: no more calls than that hold one at once.
     max: usize,
     // A std mutex: held only to push or pop, never across an await.
@@ -93,11 +97,18 @@ pub(crate) struct WasiPool {
 }
 
 impl WasiPool {
-    /// An empty pool of contexts with `output_cap`-byte streams, keeping at most `max`.
-    pub(crate) fn new(output_cap: usize, fixed_clock: Option<SystemTime>, max: usize) -> Self {
+    /// An empty pool of contexts with `output_cap`-byte streams, reading `stdin` when given,
+    /// keeping at most `max`.
+    pub(crate) fn new(
+        output_cap: usize,
+        fixed_clock: Option<SystemTime>,
+        stdin: Option<Bytes>,
+        max: usize,
+    ) -> Self {
         Self {
             output_cap,
             fixed_clock,
+            stdin,
             max,
             free: Mutex::new(Vec::new()),
         }
@@ -105,6 +116,9 @@ impl WasiPool {
 
     /// A context for one call: a kept one, or a new one when none is free.
     pub(crate) fn take(&self) -> CallIo {
+        if self.stdin.is_some() {
+            return CallIo::new(self.output_cap, self.fixed_clock, self.stdin.as_ref());
+        }
         let kept = self
             .free
             .lock()
@@ -116,6 +130,9 @@ impl WasiPool {
     /// Returns a context after its call. Its output must have been taken; what is left is
     /// dropped, so no call ever sees another's output.
     pub(crate) fn give(&self, io: CallIo) {
+        if self.stdin.is_some() {
+            return;
+        }
         let _ = io.output.take();
         let mut free = self
             .free
@@ -321,7 +338,7 @@ mod tests {
 
     #[test]
     fn a_reused_context_starts_with_empty_output() {
-        let pool = WasiPool::new(8, None, 1);
+        let pool = WasiPool::new(8, None, None, 1);
         let io = pool.take();
         io.output.stdout.push(b"secret");
         io.output.stderr.push(b"0123456789");
@@ -336,11 +353,20 @@ mod tests {
 
     #[test]
     fn the_pool_keeps_at_most_its_maximum() {
-        let pool = WasiPool::new(8, None, 1);
+        let pool = WasiPool::new(8, None, None, 1);
         let (a, b) = (pool.take(), pool.take());
         pool.give(a);
         pool.give(b);
         assert_eq!(pool.free.lock().map(|f| f.len()).unwrap_or_default(), 1);
+    }
+
+    #[test]
+    fn a_pool_with_a_stdin_keeps_no_context() {
+        let pool = WasiPool::new(8, None, Some(Bytes::from_static(b"sources")), 4);
+        let (a, b) = (pool.take(), pool.take());
+        pool.give(a);
+        pool.give(b);
+        assert_eq!(pool.free.lock().map(|f| f.len()).unwrap_or_default(), 0);
     }
 
     #[test]
