@@ -147,14 +147,19 @@ def _export(name: str) -> Any:
     return export()
 
 
+def _describe(name: str) -> Any:
+    """The project's `name` export's `describe`, or the end of the load, said once."""
+    try:
+        return _export(name).describe()
+    except BaseException as e:  # noqa: BLE001 - every failure ends the load, said once
+        _failed_describe(name, e)
+
+
 class Reconciler:
     """The runner's `reconciler` export: the project's `Reconciler`, imported per call."""
 
     def describe(self) -> _wit.plugin_info.Info:
-        try:
-            info: _wit.plugin_info.Info = _export("Reconciler").describe()
-        except BaseException as e:  # noqa: BLE001 - every failure ends the load, said once
-            _failed_describe("Reconciler", e)
+        info: _wit.plugin_info.Info = _describe("Reconciler")
         return info
 
     def reconcile(self, req: _wit.exports.Request) -> _wit.exports.Action:
@@ -179,10 +184,7 @@ class Admission:
     """The runner's `admission` export: the project's `Admission`, imported per call."""
 
     def describe(self) -> _wit.admission.AdmissionInfo:
-        try:
-            info: _wit.admission.AdmissionInfo = _export("Admission").describe()
-        except BaseException as e:  # noqa: BLE001 - every failure ends the load, said once
-            _failed_describe("Admission", e)
+        info: _wit.admission.AdmissionInfo = _describe("Admission")
         return info
 
     def validate(self, req: _wit.admission.Review) -> _wit.admission.Allowed:
