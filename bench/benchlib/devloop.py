@@ -24,9 +24,11 @@ LANGUAGES = [
     ("go", "plugin.go", ('map[string]string{"message":', 'map[string]string{"said":'), 5.0),
 ]
 EDITS = 5
-#: dev's own filter, and the tiering lines to know when the background compilation is done.
+#: dev's own filter, with the loader's and tiering's lines: `_settle` counts Winch loads and
+#: the Cranelift compilations that replace them.
 DEV_LOG = ("warn,kube_client::client::builder=off,wasmop::cli::dev=info,"
-           "wasmop_runtime::tiered=info,wasmop_controller::writes=debug")
+           "wasmop_runtime::loader=info,wasmop_runtime::tiered=info,"
+           "wasmop_controller::writes=debug")
 WRITE = "apply v1 ConfigMap"
 PROMOTED = "plugin now runs on Cranelift code"
 
