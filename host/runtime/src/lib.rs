@@ -112,6 +112,7 @@ impl Runtime {
     /// Builds the engine (probing the pooling allocator), the linker, and starts the epoch
     /// ticker.
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        heap::configure();
         let (engine, mode) = engine::build(&config)?;
         let linker = call::linker(&engine).map_err(RuntimeError::Linker)?;
         let cache = config
