@@ -188,14 +188,19 @@ pub(crate) fn for_target(
 /// fuel, limits, backtraces) with Winch as the compiler and the on-demand allocator, so that it
 /// reserves no pool beside the main engine's; its code runs only until Cranelift's replaces it.
 pub(crate) fn build_baseline(config: &RuntimeConfig) -> Result<Engine, EngineError> {
+    baseline_settings(config).map_err(|source| EngineError {
+        mode: "Winch, on-demand allocation",
+        source,
+    })
+}
+
+/// An engine with the settings of [`build_baseline`]'s: what it compiles, that engine loads.
+pub(crate) fn baseline_settings(config: &RuntimeConfig) -> wasmtime::Result<Engine> {
     let winch = RuntimeConfig {
         compiler: Compiler::Winch,
         ..config.clone()
     };
-    Engine::new(&on_demand(&winch)).map_err(|source| EngineError {
-        mode: "Winch, on-demand allocation",
-        source,
-    })
+    Engine::new(&on_demand(&winch))
 }
 
 /// Builds the engine as `config.allocator` asks, probing the pooling allocator first in

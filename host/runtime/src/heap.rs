@@ -69,6 +69,39 @@ pub(crate) fn trim() {
 /// up; a Go one (~3.8 MB) is above.
 pub(crate) const BIG_COMPONENT_BYTES: usize = 2 << 20;
 
+/// Compiles `bytes` into a component of `engine`. A big one (at least
+/// [`BIG_COMPONENT_BYTES`]) is compiled by `scratch`, an engine with `engine`'s settings made for
+/// this compilation alone, and loaded into `engine` from its serialized form.
+///
+/// Why: wasmtime's compilers keep, for reuse, one context per compiling thread, and never give
+/// them back: each keeps the buffers of the biggest function it compiled (Cranelift's
+/// register allocator, for CPython's interpreter loop, holds blocks of up to 31 MiB). A host
+/// that had compiled one Python plugin held 81 MB of such buffers for good when it compiled
+/// with Cranelift alone, and 141 MB when Winch had compiled it first (glibc's `malloc_stats`,
+/// after [`trim`]); a scratch engine takes them with it when it is dropped. What it costs is
+/// building an engine (no instance pool: it never instantiates) and copying the compiled code
+/// once more, small beside the compilation.
+pub(crate) fn compile_apart(
+    engine: &wasmtime::Engine,
+    scratch: impl FnOnce() -> wasmtime::Result<wasmtime::Engine>,
+    bytes: &[u8],
+) -> wasmtime::Result<wasmtime::component::Component> {
+    use wasmtime::component::Component;
+    if bytes.len() < BIG_COMPONENT_BYTES {
+        return Component::new(engine, bytes);
+    }
+    let serialized = {
+        let scratch = scratch()?;
+        Component::new(&scratch, bytes)?.serialize()?
+    };
+    // SAFETY: `serialized` is what `Component::serialize` wrote just now, from an engine with
+    // `engine`'s settings (`deserialize` checks those settings and refuses others).
+    #[allow(unsafe_code)]
+    unsafe {
+        Component::deserialize(engine, &serialized)
+    }
+}
+
 /// The one-at-a-time rule for compiling big components, shared by loads, compilations
 /// started ahead and the background tier-up of a runtime.
 #[derive(Default)]
@@ -137,12 +170,35 @@ mod tests {
         size & 2 != 0
     }
 
+    /// Set in the process [`big_blocks_keep_their_own_mapping_after_a_bigger_one_is_freed`]
+    /// starts to run its checks.
+    const CHILD: &str = "WASMOP_HEAP_TEST_CHILD";
+
     /// After a 31 MiB block (Cranelift's register allocator frees such blocks compiling
     /// CPython) is freed, a 2 MiB block still gets a mapping of its own, which goes back to the
     /// system when freed; with glibc's moving threshold it would come from an arena.
+    ///
+    /// The checks run in a process of their own (this test binary, running this test alone):
+    /// here, other tests leave free chunks in the arenas, and glibc serves a request from those
+    /// before it maps anything.
     #[test]
     #[allow(unsafe_code)]
     fn big_blocks_keep_their_own_mapping_after_a_bigger_one_is_freed() {
+        if std::env::var_os(CHILD).is_none() {
+            let name = "heap::tests::big_blocks_keep_their_own_mapping_after_a_bigger_one_is_freed";
+            let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+                .args(["--exact", name, "--test-threads=1", "--nocapture"])
+                .env(CHILD, "1")
+                .output()
+                .expect("run the test binary");
+            assert!(
+                out.status.success(),
+                "the checks failed in their own process:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
         super::configure();
         // SAFETY: plain malloc/free pairs of blocks this test owns.
         unsafe {
@@ -162,5 +218,67 @@ mod tests {
                 "a 2 MiB block came from an arena: glibc moved its mmap threshold"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod compile_apart_tests {
+    use super::{BIG_COMPONENT_BYTES, compile_apart};
+    use wasmtime::{Config, Engine};
+
+    fn big_component() -> Vec<u8> {
+        let pad = "a".repeat(BIG_COMPONENT_BYTES);
+        let wat = format!(r#"(component (core module (memory 64) (data (i32.const 0) "{pad}")))"#);
+        let bytes = wat::parse_str(wat).expect("wat");
+        assert!(bytes.len() >= BIG_COMPONENT_BYTES);
+        bytes
+    }
+
+    /// A big component is compiled by the scratch engine and comes back as the main engine's
+    /// (so the scratch engine, and the compiler contexts it kept, are gone with the call).
+    #[test]
+    fn a_big_component_is_compiled_apart_and_belongs_to_the_main_engine() {
+        let engine = Engine::default();
+        let mut scratches = 0;
+        let component = compile_apart(
+            &engine,
+            || {
+                scratches += 1;
+                Engine::new(&Config::new())
+            },
+            &big_component(),
+        )
+        .expect("compiles");
+        assert_eq!(
+            scratches, 1,
+            "a big component is compiled on a scratch engine"
+        );
+        assert!(Engine::same(component.engine(), &engine));
+
+        // A small one is compiled by the main engine itself.
+        let small = wat::parse_str("(component)").expect("wat");
+        compile_apart(
+            &engine,
+            || panic!("no scratch engine for a small one"),
+            &small,
+        )
+        .expect("compiles");
+    }
+
+    /// A scratch engine whose settings differ from the main engine's is refused when the
+    /// main engine loads its code, not run.
+    #[test]
+    fn code_from_a_scratch_engine_with_other_settings_is_refused() {
+        let engine = Engine::default();
+        let error = compile_apart(
+            &engine,
+            || Engine::new(Config::new().consume_fuel(true)),
+            &big_component(),
+        )
+        .expect_err("other settings");
+        assert!(
+            format!("{error:#}").contains("fuel"),
+            "the error names the setting: {error:#}"
+        );
     }
 }

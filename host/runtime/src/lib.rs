@@ -144,6 +144,16 @@ impl Runtime {
         })
     }
 
+    /// An engine with the main engine's code-shaping settings, for one compilation whose
+    /// result the main engine loads ([`heap::compile_apart`]); it reserves no instance pool.
+    pub(crate) fn scratch_engine(&self) -> wasmtime::Result<wasmtime::Engine> {
+        engine::for_target(
+            &self.inner.config,
+            precompiled::ArtefactMode::of(&self.inner.mode),
+            None,
+        )
+    }
+
     /// Which allocator is in use, and why.
     pub fn allocator(&self) -> &AllocatorMode {
         &self.inner.mode

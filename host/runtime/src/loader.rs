@@ -228,10 +228,13 @@ fn compile(
         if let Some(component) = inner.tiering.recent_baseline(digest) {
             return winch(component);
         }
-        match inner
-            .compile_gate
-            .compile(bytes.len(), || Component::new(&baseline.engine, bytes))
-        {
+        match inner.compile_gate.compile(bytes.len(), || {
+            super::heap::compile_apart(
+                &baseline.engine,
+                || super::engine::baseline_settings(&inner.config),
+                bytes,
+            )
+        }) {
             Ok(component) => return winch(component),
             Err(error) => {
                 tracing::debug!(digest = %digest.short(), error = %format!("{error:#}"), "Winch cannot compile this version; compiling it with Cranelift");
@@ -240,7 +243,9 @@ fn compile(
     }
     let component = inner
         .compile_gate
-        .compile(bytes.len(), || Component::new(&inner.engine, bytes))
+        .compile(bytes.len(), || {
+            super::heap::compile_apart(&inner.engine, || runtime.scratch_engine(), bytes)
+        })
         .map_err(LoadError::Compile)?;
     let compile_time = started.elapsed();
     let (component, mapped) = match &inner.cache {

@@ -288,7 +288,11 @@ async fn promote(
             Some(found) => found,
             None => {
                 let component = rt.inner.compile_gate.compile(bytes.len(), || {
-                    Component::new(&rt.inner.engine, bytes.as_slice())
+                    super::heap::compile_apart(
+                        &rt.inner.engine,
+                        || rt.scratch_engine(),
+                        bytes.as_slice(),
+                    )
                 })?;
                 match &rt.inner.cache {
                     Some(cache) => cache.store_and_map(&rt.inner.engine, &digest, component),
