@@ -148,10 +148,25 @@ impl Runtime {
     /// result the main engine loads ([`heap::compile_apart`]); it reserves no instance pool.
     pub(crate) fn scratch_engine(&self) -> wasmtime::Result<wasmtime::Engine> {
         engine::for_target(
-            &self.inner.config,
+            &self.scratch_config(),
             precompiled::ArtefactMode::of(&self.inner.mode),
             None,
         )
+    }
+
+    /// The same for the Winch engine of tiered loading.
+    pub(crate) fn scratch_baseline(&self) -> wasmtime::Result<wasmtime::Engine> {
+        engine::baseline_settings(&self.scratch_config())
+    }
+
+    /// The settings of a scratch engine: the runtime's, without the perf map, whose lines
+    /// would name code that is dropped with the scratch engine (the engine that loads the code
+    /// writes them; the profiler is not among the settings an artefact must match).
+    fn scratch_config(&self) -> RuntimeConfig {
+        RuntimeConfig {
+            perf_map: false,
+            ..self.inner.config.clone()
+        }
     }
 
     /// Which allocator is in use, and why.

@@ -229,11 +229,7 @@ fn compile(
             return winch(component);
         }
         match inner.compile_gate.compile(bytes.len(), || {
-            super::heap::compile_apart(
-                &baseline.engine,
-                || super::engine::baseline_settings(&inner.config),
-                bytes,
-            )
+            super::heap::compile_apart(&baseline.engine, || runtime.scratch_baseline(), bytes)
         }) {
             Ok(component) => return winch(component),
             Err(error) => {
