@@ -79,8 +79,10 @@ pub(crate) const BIG_COMPONENT_BYTES: usize = 2 << 20;
 /// that had compiled one Python plugin held 81 MB of such buffers for good when it compiled
 /// with Cranelift alone, and 141 MB when Winch had compiled it first (glibc's `malloc_stats`,
 /// after [`trim`]); a scratch engine takes them with it when it is dropped. What it costs is
-/// building an engine (no instance pool: it never instantiates) and copying the compiled code
-/// once more, small beside the compilation.
+/// building an engine (no instance pool: it never instantiates), serializing the compiled
+/// code and loading it back, small beside the compilation. A caller with an artefact cache
+/// then serializes the component again to store it (`ArtefactCache::store_and_map`):
+/// writing these bytes instead would save that copy and the load.
 pub(crate) fn compile_apart(
     engine: &wasmtime::Engine,
     scratch: impl FnOnce() -> wasmtime::Result<wasmtime::Engine>,
