@@ -25,6 +25,7 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::heap::Compiled;
 use wasmop_core::plugin::Digest;
 
 /// Why an artefact could not be stored (loading never fails: a bad entry is a miss, see
@@ -120,37 +121,38 @@ impl ArtefactCache {
         }
     }
 
-    /// Stores the artefact of `component`.
-    pub(crate) fn store(&self, digest: &Digest, component: &Component) -> Result<(), CacheError> {
-        let bytes = component.serialize().map_err(CacheError::Serialize)?;
+    /// Stores the artefact of `compiled`.
+    pub(crate) fn store(&self, digest: &Digest, compiled: &Compiled) -> Result<(), CacheError> {
+        let bytes = compiled.artefact().map_err(CacheError::Serialize)?;
         write_with_checksum(&self.dir, &self.path(digest), &bytes)
             .map_err(|(path, source)| CacheError::Write { path, source })
     }
 
-    /// Stores the artefact of `component`, just compiled, and returns the component mapped
-    /// from the stored file instead, with `true`: its code and memory images then live in
-    /// the page cache, shared by every instance and droppable when idle
+    /// Stores the artefact of `compiled`, just compiled, and returns the component mapped
+    /// from the stored file, with `true`: its code and memory images then live in the page
+    /// cache, shared by every instance and droppable when idle
     /// ([`super::loader::image::release`]), rather than in the anonymous memory compiling
     /// left them in (an 18.7 MB CPython component: a 35 MB artefact). When the artefact
-    /// cannot be written or read back, the reason is logged and `component` is returned as it
-    /// is, with `false`: the plugin still runs, from memory.
+    /// cannot be written or read back, the reason is logged and `compiled` is loaded from
+    /// memory, with `false`: the plugin still runs. The error is `compiled`'s own: it does
+    /// not fit `engine`.
     pub(crate) fn store_and_map(
         &self,
         engine: &Engine,
         digest: &Digest,
-        component: Component,
-    ) -> (Component, bool) {
-        if let Err(e) = self.store(digest, &component) {
+        compiled: Compiled,
+    ) -> wasmtime::Result<(Component, bool)> {
+        if let Err(e) = self.store(digest, &compiled) {
             tracing::warn!(error = %wasmop_core::chain(&e), "cannot cache the compiled plugin; it will be compiled again next time");
-            return (component, false);
+            return Ok((compiled.load(engine)?, false));
         }
         if !self.map {
-            return (component, false);
+            return Ok((compiled.load(engine)?, false));
         }
         match self.load(engine, digest) {
-            Some(mapped) => (mapped, true),
+            Some(mapped) => Ok((mapped, true)),
             // `load` logged why (and removed the entry).
-            None => (component, false),
+            None => Ok((compiled.load(engine)?, false)),
         }
     }
 
@@ -381,7 +383,7 @@ mod tests {
         let cache = ArtefactCache::new(dir.path(), &engine);
         let digest = Digest::of(EMPTY_COMPONENT);
         let component = Component::new(&engine, EMPTY_COMPONENT).expect("compiles");
-        cache.store(&digest, &component).expect("stored");
+        cache.store(&digest, &component.into()).expect("stored");
         let artefact = cache.path(&digest);
         Fixture {
             _dir: dir,
@@ -403,9 +405,57 @@ mod tests {
             assert!(!checksum_path(&self.artefact).exists());
             assert!(!old_checksum_path(&self.artefact).exists());
             let component = Component::new(&self.engine, EMPTY_COMPONENT).expect("compiles");
-            self.cache.store(&self.digest, &component).expect("stored");
+            self.cache
+                .store(&self.digest, &component.into())
+                .expect("stored");
             assert!(self.load().is_some(), "the rebuilt entry is used");
         }
+    }
+
+    /// A big component, compiled apart, is written as the scratch engine serialized it (not
+    /// loaded and serialized again) and comes back mapped, in the main engine.
+    #[test]
+    fn a_component_compiled_apart_is_stored_as_it_is_and_mapped_back() {
+        use crate::heap::{big_component, compile_apart};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = Engine::default();
+        let cache = ArtefactCache::new(dir.path(), &engine);
+        let bytes = big_component();
+        let digest = Digest::of(&bytes);
+        let compiled = compile_apart(&engine, || Engine::new(&wasmtime::Config::new()), &bytes)
+            .expect("compiles");
+        let serialized = compiled.artefact().expect("serialized").into_owned();
+        let (component, mapped) = cache
+            .store_and_map(&engine, &digest, compiled)
+            .expect("stored");
+        assert!(mapped, "the stored artefact is mapped back");
+        assert!(Engine::same(component.engine(), &engine));
+        let written = std::fs::read(cache.path(&digest)).expect("artefact");
+        assert!(
+            written == serialized,
+            "the scratch engine's bytes are written"
+        );
+    }
+
+    /// When the artefact cannot be written, the component compiled apart is loaded from
+    /// memory and runs: the cache is an optimisation, never a reason to fail a load.
+    #[test]
+    fn a_component_that_cannot_be_stored_is_loaded_from_memory() {
+        use crate::heap::{big_component, compile_apart};
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The cache's root is a file, so its directory cannot be made.
+        let root = dir.path().join("not-a-directory");
+        std::fs::write(&root, "").expect("write");
+        let engine = Engine::default();
+        let cache = ArtefactCache::new(&root, &engine);
+        let bytes = big_component();
+        let compiled = compile_apart(&engine, || Engine::new(&wasmtime::Config::new()), &bytes)
+            .expect("compiles");
+        let (component, mapped) = cache
+            .store_and_map(&engine, &Digest::of(&bytes), compiled)
+            .expect("loaded from memory");
+        assert!(!mapped);
+        assert!(Engine::same(component.engine(), &engine));
     }
 
     #[test]
@@ -459,7 +509,7 @@ mod tests {
         let f = stored();
         std::fs::write(old_checksum_path(&f.artefact), "ab".repeat(32)).expect("write");
         let component = Component::new(&f.engine, EMPTY_COMPONENT).expect("compiles");
-        f.cache.store(&f.digest, &component).expect("stored");
+        f.cache.store(&f.digest, &component.into()).expect("stored");
         assert!(!old_checksum_path(&f.artefact).exists());
         assert!(f.load().is_some());
     }
@@ -474,7 +524,7 @@ mod tests {
         ));
         assert!(f.load().is_none());
         let component = Component::new(&f.engine, EMPTY_COMPONENT).expect("compiles");
-        f.cache.store(&f.digest, &component).expect("stored");
+        f.cache.store(&f.digest, &component.into()).expect("stored");
         assert!(f.load().is_some(), "the rebuilt entry is used");
     }
 

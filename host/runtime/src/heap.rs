@@ -69,9 +69,12 @@ pub(crate) fn trim() {
 /// up; a Go one (~3.8 MB) is above.
 pub(crate) const BIG_COMPONENT_BYTES: usize = 2 << 20;
 
-/// Compiles `bytes` into a component of `engine`. A big one (at least
-/// [`BIG_COMPONENT_BYTES`]) is compiled by `scratch`, an engine with `engine`'s settings made for
-/// this compilation alone, and loaded into `engine` from its serialized form.
+/// Compiles `bytes` for `engine`. A big component (at least [`BIG_COMPONENT_BYTES`]) is
+/// compiled by `scratch`, an engine with `engine`'s settings made for this compilation alone,
+/// and comes back serialized: [`Compiled::load`] loads it into `engine`, and an artefact cache
+/// writes those bytes as they are (`ArtefactCache::store_and_map`), which spares serializing
+/// the component a second time and loading a copy that would only be dropped for the mapped
+/// one.
 ///
 /// Why: wasmtime's compilers keep, for reuse, one context per compiling thread, and never give
 /// them back: each keeps the buffers of the biggest function it compiled (Cranelift's
@@ -79,28 +82,61 @@ pub(crate) const BIG_COMPONENT_BYTES: usize = 2 << 20;
 /// that had compiled one Python plugin held 81 MB of such buffers for good when it compiled
 /// with Cranelift alone, and 141 MB when Winch had compiled it first (glibc's `malloc_stats`,
 /// after [`trim`]); a scratch engine takes them with it when it is dropped. What it costs is
-/// building an engine (no instance pool: it never instantiates), serializing the compiled
-/// code and loading it back, small beside the compilation. A caller with an artefact cache
-/// then serializes the component again to store it (`ArtefactCache::store_and_map`):
-/// writing these bytes instead would save that copy and the load.
+/// building an engine (no instance pool: it never instantiates) and, without a cache,
+/// loading the serialized code back, small beside the compilation.
 pub(crate) fn compile_apart(
     engine: &wasmtime::Engine,
     scratch: impl FnOnce() -> wasmtime::Result<wasmtime::Engine>,
     bytes: &[u8],
-) -> wasmtime::Result<wasmtime::component::Component> {
+) -> wasmtime::Result<Compiled> {
     use wasmtime::component::Component;
     if bytes.len() < BIG_COMPONENT_BYTES {
-        return Component::new(engine, bytes);
+        return Component::new(engine, bytes).map(Compiled::from);
     }
-    let serialized = {
-        let scratch = scratch()?;
-        Component::new(&scratch, bytes)?.serialize()?
-    };
-    // SAFETY: `serialized` is what `Component::serialize` wrote just now, from an engine with
-    // `engine`'s settings (`deserialize` checks those settings and refuses others).
-    #[allow(unsafe_code)]
-    unsafe {
-        Component::deserialize(engine, &serialized)
+    let scratch = scratch()?;
+    let serialized = Component::new(&scratch, bytes)?.serialize()?;
+    Ok(Compiled(Form::Serialized(serialized)))
+}
+
+/// What [`compile_apart`] made: a component, or the serialized code of one.
+pub(crate) struct Compiled(Form);
+
+enum Form {
+    Component(wasmtime::component::Component),
+    /// Only ever what `Component::serialize` wrote in [`compile_apart`].
+    Serialized(Vec<u8>),
+}
+
+impl From<wasmtime::component::Component> for Compiled {
+    fn from(component: wasmtime::component::Component) -> Self {
+        Self(Form::Component(component))
+    }
+}
+
+impl Compiled {
+    /// The artefact's bytes: serialized now when this is a component.
+    pub(crate) fn artefact(&self) -> wasmtime::Result<std::borrow::Cow<'_, [u8]>> {
+        match &self.0 {
+            Form::Component(component) => component.serialize().map(std::borrow::Cow::Owned),
+            Form::Serialized(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
+        }
+    }
+
+    /// The component, in `engine` (which checks that the code was compiled with its
+    /// settings, and refuses it with an error that names the setting otherwise).
+    pub(crate) fn load(
+        self,
+        engine: &wasmtime::Engine,
+    ) -> wasmtime::Result<wasmtime::component::Component> {
+        match self.0 {
+            Form::Component(component) => Ok(component),
+            // SAFETY: the bytes are what `Component::serialize` wrote in `compile_apart` (the
+            // only place that makes this form); `deserialize` checks the engine's settings.
+            #[allow(unsafe_code)]
+            Form::Serialized(bytes) => unsafe {
+                wasmtime::component::Component::deserialize(engine, &bytes)
+            },
+        }
     }
 }
 
@@ -223,18 +259,21 @@ mod tests {
     }
 }
 
+/// A component of [`BIG_COMPONENT_BYTES`] and a little more, which compiles in no time: a
+/// module with a big data segment.
+#[cfg(test)]
+pub(crate) fn big_component() -> Vec<u8> {
+    let pad = "a".repeat(BIG_COMPONENT_BYTES);
+    let wat = format!(r#"(component (core module (memory 64) (data (i32.const 0) "{pad}")))"#);
+    let bytes = wat::parse_str(wat).expect("wat");
+    assert!(bytes.len() >= BIG_COMPONENT_BYTES);
+    bytes
+}
+
 #[cfg(test)]
 mod compile_apart_tests {
-    use super::{BIG_COMPONENT_BYTES, compile_apart};
+    use super::{big_component, compile_apart};
     use wasmtime::{Config, Engine};
-
-    fn big_component() -> Vec<u8> {
-        let pad = "a".repeat(BIG_COMPONENT_BYTES);
-        let wat = format!(r#"(component (core module (memory 64) (data (i32.const 0) "{pad}")))"#);
-        let bytes = wat::parse_str(wat).expect("wat");
-        assert!(bytes.len() >= BIG_COMPONENT_BYTES);
-        bytes
-    }
 
     /// A big component is compiled by the scratch engine and comes back as the main engine's
     /// (so the scratch engine, and the compiler contexts it kept, are gone with the call).
@@ -250,6 +289,7 @@ mod compile_apart_tests {
             },
             &big_component(),
         )
+        .and_then(|compiled| compiled.load(&engine))
         .expect("compiles");
         assert_eq!(
             scratches, 1,
@@ -264,6 +304,7 @@ mod compile_apart_tests {
             || panic!("no scratch engine for a small one"),
             &small,
         )
+        .and_then(|compiled| compiled.load(&engine))
         .expect("compiles");
     }
 
@@ -277,6 +318,7 @@ mod compile_apart_tests {
             || Engine::new(Config::new().consume_fuel(true)),
             &big_component(),
         )
+        .and_then(|compiled| compiled.load(&engine))
         .expect_err("other settings");
         assert!(
             format!("{error:#}").contains("fuel"),

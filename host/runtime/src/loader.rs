@@ -153,7 +153,8 @@ pub enum LoadError {
 pub struct LoadStats {
     /// The component's size in bytes.
     pub size: usize,
-    /// Time to compile, or to load the cached artefact.
+    /// Time to compile (and, with an artefact cache, to store the artefact and map it back),
+    /// or to load the cached artefact.
     pub compile_time: Duration,
     /// Whether the artefact was loaded rather than compiled here (from the cache, or from
     /// the precompiled directory).
@@ -230,6 +231,7 @@ fn compile(
         }
         match inner.compile_gate.compile(bytes.len(), || {
             super::heap::compile_apart(&baseline.engine, || runtime.scratch_baseline(), bytes)
+                .and_then(|compiled| compiled.load(&baseline.engine))
         }) {
             Ok(component) => return winch(component),
             Err(error) => {
@@ -237,17 +239,9 @@ fn compile(
             }
         }
     }
-    let component = inner
-        .compile_gate
-        .compile(bytes.len(), || {
-            super::heap::compile_apart(&inner.engine, || runtime.scratch_engine(), bytes)
-        })
-        .map_err(LoadError::Compile)?;
+    let (component, mapped) =
+        compile_and_store(runtime, digest, bytes).map_err(LoadError::Compile)?;
     let compile_time = started.elapsed();
-    let (component, mapped) = match &inner.cache {
-        Some(cache) => cache.store_and_map(&inner.engine, digest, component),
-        None => (component, false),
-    };
     let stats = LoadStats {
         size: bytes.len(),
         compile_time,
@@ -257,6 +251,25 @@ fn compile(
         mapped,
     };
     Ok((component, stats))
+}
+
+/// Compiles `bytes` with the main engine (Cranelift), big components one at a time and apart
+/// ([`super::heap`]), and, when the runtime has an artefact cache, stores the artefact and
+/// returns the component mapped from it (`true`; see `ArtefactCache::store_and_map`). Used
+/// by loads and by the background tier-up alike.
+pub(crate) fn compile_and_store(
+    runtime: &Runtime,
+    digest: &Digest,
+    bytes: &[u8],
+) -> wasmtime::Result<(Component, bool)> {
+    let inner = &runtime.inner;
+    let compiled = inner.compile_gate.compile(bytes.len(), || {
+        super::heap::compile_apart(&inner.engine, || runtime.scratch_engine(), bytes)
+    })?;
+    match &inner.cache {
+        Some(cache) => cache.store_and_map(&inner.engine, digest, compiled),
+        None => Ok((compiled.load(&inner.engine)?, false)),
+    }
 }
 
 /// Starts compiling `bytes` ahead of its load (see [`super::ahead`]), when they frame a whole

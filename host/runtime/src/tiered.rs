@@ -286,19 +286,7 @@ async fn promote(
         });
         let (component, mapped) = match cached {
             Some(found) => found,
-            None => {
-                let component = rt.inner.compile_gate.compile(bytes.len(), || {
-                    super::heap::compile_apart(
-                        &rt.inner.engine,
-                        || rt.scratch_engine(),
-                        bytes.as_slice(),
-                    )
-                })?;
-                match &rt.inner.cache {
-                    Some(cache) => cache.store_and_map(&rt.inner.engine, &digest, component),
-                    None => (component, false),
-                }
-            }
+            None => super::loader::compile_and_store(&rt, &digest, bytes.as_slice())?,
         };
         let took = started.elapsed();
         let pre = PluginPre::new(contract, rt.inner.linker.instantiate_pre(&component)?)?;
