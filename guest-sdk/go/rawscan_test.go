@@ -87,3 +87,24 @@ func FuzzParseRawReadsJSONAsEncodingJSONDoes(f *testing.F) {
 		}
 	})
 }
+
+// skipString ends a string at the first quote that an even run of backslashes (none
+// included) precedes, and answers -1 for a string that does not end.
+func TestSkipStringEndsAtTheFirstUnescapedQuote(t *testing.T) {
+	ends := []string{`""`, `"a"`, `"\\"`, `"\""`, `"a\\\"b"`, `"\\\\"`, `"\\\\\"\\"`, `"}]\"[{"`, `"\u0022"`}
+	for _, literal := range ends {
+		var s string
+		if err := json.Unmarshal([]byte(literal), &s); err != nil {
+			t.Fatalf("%s is no JSON string: %v", literal, err)
+		}
+		text := []byte(` ` + literal + `,"next":"x"}`)
+		if got := skipString(text, 1); got != 1+len(literal) {
+			t.Errorf("skipString(%s) = %d, want %d", text, got, 1+len(literal))
+		}
+	}
+	for _, open := range []string{`"`, `"abc`, `"abc\"`, `"\\\"`, `"a\`} {
+		if got := skipString([]byte(open), 0); got != -1 {
+			t.Errorf("skipString(%s) = %d, want -1 (it does not end)", open, got)
+		}
+	}
+}
