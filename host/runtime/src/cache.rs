@@ -416,14 +416,11 @@ mod tests {
     /// loaded and serialized again) and comes back mapped, in the main engine.
     #[test]
     fn a_component_compiled_apart_is_stored_as_it_is_and_mapped_back() {
-        use crate::heap::{big_component, compile_apart};
         let dir = tempfile::tempdir().expect("tempdir");
         let engine = Engine::default();
         let cache = ArtefactCache::new(dir.path(), &engine);
-        let bytes = big_component();
+        let (bytes, compiled) = crate::heap::big_compiled_apart(&engine);
         let digest = Digest::of(&bytes);
-        let compiled = compile_apart(&engine, || Engine::new(&wasmtime::Config::new()), &bytes)
-            .expect("compiles");
         let serialized = compiled.artefact().expect("serialized").into_owned();
         let (component, mapped) = cache
             .store_and_map(&engine, &digest, compiled)
@@ -441,16 +438,13 @@ mod tests {
     /// memory and runs: the cache is an optimisation, never a reason to fail a load.
     #[test]
     fn a_component_that_cannot_be_stored_is_loaded_from_memory() {
-        use crate::heap::{big_component, compile_apart};
         let dir = tempfile::tempdir().expect("tempdir");
         // The cache's root is a file, so its directory cannot be made.
         let root = dir.path().join("not-a-directory");
         std::fs::write(&root, "").expect("write");
         let engine = Engine::default();
         let cache = ArtefactCache::new(&root, &engine);
-        let bytes = big_component();
-        let compiled = compile_apart(&engine, || Engine::new(&wasmtime::Config::new()), &bytes)
-            .expect("compiles");
+        let (bytes, compiled) = crate::heap::big_compiled_apart(&engine);
         let (component, mapped) = cache
             .store_and_map(&engine, &Digest::of(&bytes), compiled)
             .expect("loaded from memory");

@@ -1,4 +1,4 @@
-//! Handing the memory a compilation freed back to the system.
+//! What compiling costs the host's memory, and how it gets it back.
 //!
 //! Compiling a component allocates for every function at once: wasmtime keeps each compiled
 //! function until it links them all. For an 18.7 MB CPython component that is ~300 MiB of
@@ -6,7 +6,10 @@
 //! all of it freed when the compilation returns. glibc's allocator keeps freed memory for
 //! reuse rather than returning it, so a host that had compiled one such plugin sat at the
 //! peak for good. [`trim`] returns it after each compilation, and [`configure`] keeps big
-//! blocks out of the arenas in the first place, which lowers the peak itself.
+//! blocks out of the arenas in the first place, which lowers the peak itself. Every
+//! compilation of a runtime goes through [`CompileGate::compile`]: big components compile one
+//! at a time, on a scratch engine that takes the compiler's kept buffers with it
+//! ([`compile_apart`]), and come back as [`Compiled`].
 
 /// glibc's mmap threshold, fixed: blocks this large or larger get their own mapping, returned
 /// to the system when freed. Left alone, glibc raises the threshold to the size of each big
@@ -84,7 +87,7 @@ pub(crate) const BIG_COMPONENT_BYTES: usize = 2 << 20;
 /// after [`trim`]); a scratch engine takes them with it when it is dropped. What it costs is
 /// building an engine (no instance pool: it never instantiates) and, without a cache,
 /// loading the serialized code back, small beside the compilation.
-pub(crate) fn compile_apart(
+fn compile_apart(
     engine: &wasmtime::Engine,
     scratch: impl FnOnce() -> wasmtime::Result<wasmtime::Engine>,
     bytes: &[u8],
@@ -157,18 +160,23 @@ struct GateCounts {
 }
 
 impl CompileGate {
-    /// Runs `compile` (a compilation of a `size`-byte component, on a blocking thread),
-    /// after any other compilation of a big component when this one is big too, then returns
-    /// the heap it freed ([`trim`]).
-    pub(crate) fn compile<T>(&self, size: usize, compile: impl FnOnce() -> T) -> T {
-        let _turn = (size >= BIG_COMPONENT_BYTES).then(|| {
+    /// Compiles `bytes` for `engine` ([`compile_apart`], with `scratch` for a big component),
+    /// on the calling (blocking) thread, after any other compilation of a big component when
+    /// this one is big too, then returns the heap the compilation freed ([`trim`]).
+    pub(crate) fn compile(
+        &self,
+        engine: &wasmtime::Engine,
+        scratch: impl FnOnce() -> wasmtime::Result<wasmtime::Engine>,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Compiled> {
+        let _turn = (bytes.len() >= BIG_COMPONENT_BYTES).then(|| {
             self.big
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         });
         #[cfg(feature = "test-hooks")]
         let _counted = _turn.as_ref().map(|_| self.counts.enter());
-        let compiled = compile();
+        let compiled = compile_apart(engine, scratch, bytes);
         trim();
         compiled
     }
@@ -262,12 +270,25 @@ mod tests {
 /// A component of [`BIG_COMPONENT_BYTES`] and a little more, which compiles in no time: a
 /// module with a big data segment.
 #[cfg(test)]
-pub(crate) fn big_component() -> Vec<u8> {
+fn big_component() -> Vec<u8> {
     let pad = "a".repeat(BIG_COMPONENT_BYTES);
     let wat = format!(r#"(component (core module (memory 64) (data (i32.const 0) "{pad}")))"#);
     let bytes = wat::parse_str(wat).expect("wat");
     assert!(bytes.len() >= BIG_COMPONENT_BYTES);
     bytes
+}
+
+/// [`big_component`] and what a scratch engine with `engine`'s (default) settings made of it.
+#[cfg(test)]
+pub(crate) fn big_compiled_apart(engine: &wasmtime::Engine) -> (Vec<u8>, Compiled) {
+    let bytes = big_component();
+    let compiled = compile_apart(
+        engine,
+        || wasmtime::Engine::new(&wasmtime::Config::new()),
+        &bytes,
+    )
+    .expect("compiles");
+    (bytes, compiled)
 }
 
 #[cfg(test)]

@@ -229,10 +229,11 @@ fn compile(
         if let Some(component) = inner.tiering.recent_baseline(digest) {
             return winch(component);
         }
-        match inner.compile_gate.compile(bytes.len(), || {
-            super::heap::compile_apart(&baseline.engine, || runtime.scratch_baseline(), bytes)
-                .and_then(|compiled| compiled.load(&baseline.engine))
-        }) {
+        match inner
+            .compile_gate
+            .compile(&baseline.engine, || runtime.scratch_baseline(), bytes)
+            .and_then(|compiled| compiled.load(&baseline.engine))
+        {
             Ok(component) => return winch(component),
             Err(error) => {
                 tracing::debug!(digest = %digest.short(), error = %format!("{error:#}"), "Winch cannot compile this version; compiling it with Cranelift");
@@ -263,9 +264,9 @@ pub(crate) fn compile_and_store(
     bytes: &[u8],
 ) -> wasmtime::Result<(Component, bool)> {
     let inner = &runtime.inner;
-    let compiled = inner.compile_gate.compile(bytes.len(), || {
-        super::heap::compile_apart(&inner.engine, || runtime.scratch_engine(), bytes)
-    })?;
+    let compiled = inner
+        .compile_gate
+        .compile(&inner.engine, || runtime.scratch_engine(), bytes)?;
     match &inner.cache {
         Some(cache) => cache.store_and_map(&inner.engine, digest, compiled),
         None => Ok((compiled.load(&inner.engine)?, false)),
