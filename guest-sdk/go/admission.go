@@ -248,7 +248,7 @@ func admissionOf[T Object](who string, a Admission[T]) *admission {
 			return none, nil
 		}
 		obj := reflect.New(t.Elem()).Interface().(T)
-		if err := decode([]byte(*text), obj, false); err != nil {
+		if err := decode(sourceOf(*text), obj, false); err != nil {
 			return none, &Denied{Message: fmt.Sprintf("cannot decode the %s: %v", which, err), Reason: "BadRequest", Code: 400}
 		}
 		return obj, nil

@@ -253,7 +253,7 @@ func (c *Context) Event(regarding Object, event Event) error {
 // have is refused (a typo in the operator's file): a permanent [*DecodeError] "invalid
 // plugin configuration: ...".
 func (c *Context) Config(into any) error {
-	if err := decode([]byte(c.host.Config()), into, true); err != nil {
+	if err := decode(sourceOf(c.host.Config()), into, true); err != nil {
 		return &DecodeError{Message: "invalid plugin configuration: " + err.Error()}
 	}
 	return nil

@@ -17,12 +17,31 @@ import (
 // omitzero, or its type is a pointer or an interface. Messages use serde's words, so a Go
 // plugin reports what its Rust twin reports: "missing field `port`", "unknown field `x`,
 // expected one of `a`, `b`, `c`", "invalid type: string, expected int64 at `spec.port`".
-func decode(data []byte, into any, denyUnknown bool) error {
+func decode(src source, into any, denyUnknown bool) error {
+	data := src.b
 	rv := reflect.ValueOf(into)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("cannot decode into %T: a non-nil pointer is needed", into)
 	}
 	t := rv.Type().Elem()
+	// A Kubernetes object's type (the head's shape, headOf) into a fresh value: its
+	// apiVersion, kind and metadata read by the SDK's scanner, encoding/json for the rest
+	// (for a 2 KB Database with 24 annotations, natively, 22.9 µs → 11.9 µs); anything the
+	// scanner does not take goes the usual way, from a zero value again.
+	if h := headOf(t); h.ok && rv.Elem().IsZero() {
+		v := rv.Elem()
+		tm := v.Field(h.typeMeta).Addr().Interface().(*TypeMeta)
+		om := v.Field(h.objectMeta).Addr().Interface().(*ObjectMeta)
+		if rest, ok := splitHead(src, tm, om); ok && json.Unmarshal(rest, into) == nil {
+			return check(t, data, "", denyUnknown)
+		}
+		v.SetZero()
+	}
+	return decodeWhole(t, data, into, denyUnknown)
+}
+
+// decodeWhole is decode with encoding/json reading the whole text.
+func decodeWhole(t reflect.Type, data []byte, into any, denyUnknown bool) error {
 	// The usual case, in one pass over the text: encoding/json takes it, and what it does
 	// not check is checked on the parts of the text that can fail it (needsCheck).
 	if json.Unmarshal(data, into) == nil {

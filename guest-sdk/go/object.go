@@ -81,7 +81,7 @@ func RefOf(obj Object) (Ref, error) {
 type RawObject struct {
 	TypeMeta
 	ObjectMeta `json:"metadata"`
-	raw        []byte
+	src        source
 }
 
 // parseRaw decodes the type and metadata of an object the host sent. Every write's reply and
@@ -90,27 +90,27 @@ type RawObject struct {
 // parts without decoding them; anything it does not take as encoding/json would (see there)
 // goes to encoding/json, whose answer, or error, is then the one.
 func parseRaw(text string) (RawObject, error) {
-	data := []byte(text)
+	src := sourceOf(text)
 	var o RawObject
-	if !scanRaw(data, &o) {
+	if !scanRaw(src, &o) {
 		o = RawObject{}
-		if err := json.Unmarshal(data, &o); err != nil {
+		if err := json.Unmarshal(src.b, &o); err != nil {
 			return RawObject{}, &DecodeError{Message: "cannot decode an object from the host: " + err.Error()}
 		}
 	}
-	o.raw = data
+	o.src = src
 	return o, nil
 }
 
 // JSON is the object's JSON text, as the host sent it.
-func (o RawObject) JSON() []byte { return o.raw }
+func (o RawObject) JSON() []byte { return o.src.b }
 
 // Decode decodes the object into into (a pointer to a struct): every field whose JSON tag
 // has no omitempty and that is not a pointer is required. A permanent [*DecodeError]
 // "cannot decode <Kind> <ns>/<name> from the host as <apiVersion>/<Kind>: <what>" says what
 // does not fit.
 func (o RawObject) Decode(into any) error {
-	if err := decode(o.raw, into, false); err != nil {
+	if err := decode(o.src, into, false); err != nil {
 		return o.decodeError(err)
 	}
 	return nil

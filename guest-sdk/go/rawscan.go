@@ -3,7 +3,10 @@ package wasmop
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strconv"
+	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -16,26 +19,126 @@ import (
 // valid UTF-8 (encoding/json replaces such bytes). It does not validate what it skips: text
 // that is no JSON may pass (this reads the host's text, which its JSON serialiser wrote), and
 // Decode reads the whole text with encoding/json anyway.
-func scanRaw(data []byte, o *RawObject) bool {
+func scanRaw(src source, o *RawObject) bool {
 	var seen [3]bool
-	return eachMember(data, func(key, value []byte) bool {
-		i, ok := -1, false
-		switch string(key) {
-		case "apiVersion":
-			i, ok = 0, scanString(value, &o.APIVersion)
-		case "kind":
-			i, ok = 1, scanString(value, &o.Kind)
-		case "metadata":
-			i, ok = 2, scanObjectMeta(value, &o.ObjectMeta)
-		default:
-			ok = !foldsTo(key, "apiVersion", "kind", "metadata")
-		}
-		if i >= 0 {
-			ok = ok && !seen[i]
-			seen[i] = true
-		}
+	return eachMember(src.b, func(key, value []byte) bool {
+		_, ok := scanHead(src, key, value, &o.TypeMeta, &o.ObjectMeta, &seen)
 		return ok
 	})
+}
+
+// scanHead decodes one member of an object's text when its key is apiVersion, kind or
+// metadata (head is then true), as scanRaw says; ok is false where encoding/json would
+// answer otherwise: such a key given twice (seen), a value it cannot take, or another key
+// that matches one of them but for case.
+func scanHead(src source, key, value []byte, t *TypeMeta, meta *ObjectMeta, seen *[3]bool) (head, ok bool) {
+	i := -1
+	switch string(key) {
+	case "apiVersion":
+		i, ok = 0, scanString(src, value, &t.APIVersion)
+	case "kind":
+		i, ok = 1, scanString(src, value, &t.Kind)
+	case "metadata":
+		i, ok = 2, scanObjectMeta(src, value, meta)
+	default:
+		return false, !foldsTo(key, "apiVersion", "kind", "metadata")
+	}
+	ok = ok && !seen[i]
+	seen[i] = true
+	return true, ok
+}
+
+// splitHead is scanRaw into t and meta, which answers the text of the object's other
+// members too, as an object of its own ("{}" when there are none), for encoding/json to
+// decode: for JSON text, scanning the head and decoding the rest leaves a zero value of a
+// type with the head's shape (headOf) as json.Unmarshal of the whole text would, or
+// splitHead answers false. A key is written again as it was read, unquoted, which
+// encoding/json reads alike; one that would need escapes answers false.
+func splitHead(src source, t *TypeMeta, meta *ObjectMeta) ([]byte, bool) {
+	var seen [3]bool
+	rest := make([]byte, 1, len(src.b))
+	rest[0] = '{'
+	ok := eachMember(src.b, func(key, value []byte) bool {
+		head, ok := scanHead(src, key, value, t, meta, &seen)
+		if head || !ok {
+			return ok
+		}
+		for _, b := range key {
+			if b < 0x20 || b == '"' || b == '\\' {
+				return false
+			}
+		}
+		if len(rest) > 1 {
+			rest = append(rest, ',')
+		}
+		rest = append(rest, '"')
+		rest = append(rest, key...)
+		rest = append(rest, '"', ':')
+		rest = append(rest, value...)
+		return true
+	})
+	return append(rest, '}'), ok
+}
+
+// head is where a struct type keeps its TypeMeta and ObjectMeta, when it has the head's
+// shape: TypeMeta embedded untagged, an exported ObjectMeta tagged "metadata", and no other
+// field that encoding/json could match to apiVersion, kind or metadata (an untagged
+// embedded struct other than TypeMeta could, so none is allowed). For such a type, decode
+// scans the head with the SDK's scanner and leaves only the rest to encoding/json.
+type head struct {
+	typeMeta, objectMeta int
+	ok                   bool
+}
+
+var (
+	headCache      sync.Map // reflect.Type -> head
+	typeMetaType   = reflect.TypeFor[TypeMeta]()
+	objectMetaType = reflect.TypeFor[ObjectMeta]()
+)
+
+// headOf is t's head, computed once per type.
+func headOf(t reflect.Type) head {
+	if h, ok := headCache.Load(t); ok {
+		return h.(head)
+	}
+	h, _ := headCache.LoadOrStore(t, computeHead(t))
+	return h.(head)
+}
+
+func computeHead(t reflect.Type) head {
+	if t.Kind() != reflect.Struct {
+		return head{}
+	}
+	h := head{typeMeta: -1, objectMeta: -1}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		switch {
+		case f.Anonymous && name == "" && f.Type == typeMetaType && h.typeMeta < 0:
+			h.typeMeta = i
+		case f.Type == objectMetaType && name == "metadata" && f.IsExported() && h.objectMeta < 0:
+			h.objectMeta = i
+		case f.Anonymous && name == "":
+			return head{} // it may bring keys of its own, TypeMeta's twice among them
+		case !f.IsExported():
+			continue
+		default:
+			if name == "" {
+				name = f.Name
+			}
+			for _, k := range [...]string{"apiVersion", "kind", "metadata"} {
+				if strings.EqualFold(name, k) {
+					return head{}
+				}
+			}
+		}
+	}
+	h.ok = h.typeMeta >= 0 && h.objectMeta >= 0
+	return h
 }
 
 // objectMetaKeys are ObjectMeta's JSON keys, in the order of its fields.
@@ -44,7 +147,7 @@ var objectMetaKeys = [...]string{"name", "generateName", "namespace", "uid", "re
 
 // scanObjectMeta is scanRaw for metadata: each key names its field in one switch, and its
 // position there is its slot in seen.
-func scanObjectMeta(data []byte, meta *ObjectMeta) bool {
+func scanObjectMeta(src source, data []byte, meta *ObjectMeta) bool {
 	if isNull(data) {
 		return true
 	}
@@ -54,29 +157,29 @@ func scanObjectMeta(data []byte, meta *ObjectMeta) bool {
 		var ok bool
 		switch string(key) {
 		case "name":
-			i, ok = 0, scanString(value, &meta.Name)
+			i, ok = 0, scanString(src, value, &meta.Name)
 		case "generateName":
-			i, ok = 1, scanString(value, &meta.GenerateName)
+			i, ok = 1, scanString(src, value, &meta.GenerateName)
 		case "namespace":
-			i, ok = 2, scanString(value, &meta.Namespace)
+			i, ok = 2, scanString(src, value, &meta.Namespace)
 		case "uid":
-			i, ok = 3, scanString(value, &meta.UID)
+			i, ok = 3, scanString(src, value, &meta.UID)
 		case "resourceVersion":
-			i, ok = 4, scanString(value, &meta.ResourceVersion)
+			i, ok = 4, scanString(src, value, &meta.ResourceVersion)
 		case "generation":
 			i, ok = 5, scanInt(value, &meta.Generation)
 		case "creationTimestamp":
-			i, ok = 6, scanString(value, &meta.CreationTimestamp)
+			i, ok = 6, scanString(src, value, &meta.CreationTimestamp)
 		case "deletionTimestamp":
-			i, ok = 7, scanString(value, &meta.DeletionTimestamp)
+			i, ok = 7, scanString(src, value, &meta.DeletionTimestamp)
 		case "labels":
-			i, ok = 8, scanStringMap(value, &meta.Labels)
+			i, ok = 8, scanStringMap(src, value, &meta.Labels)
 		case "annotations":
-			i, ok = 9, scanStringMap(value, &meta.Annotations)
+			i, ok = 9, scanStringMap(src, value, &meta.Annotations)
 		case "ownerReferences": // rare and small, left to encoding/json
 			i, ok = 10, json.Unmarshal(value, &meta.OwnerReferences) == nil
 		case "finalizers":
-			i, ok = 11, scanStrings(value, &meta.Finalizers)
+			i, ok = 11, scanStrings(src, value, &meta.Finalizers)
 		default:
 			return !foldsTo(key, objectMetaKeys[:]...)
 		}
@@ -97,22 +200,53 @@ func foldsTo(key []byte, keys ...string) bool {
 }
 
 // scanString decodes a JSON string (null leaves into as it is, as encoding/json does).
-func scanString(data []byte, into *string) bool {
+func scanString(src source, data []byte, into *string) bool {
 	if isNull(data) {
 		return true
 	}
-	s, ok := scanQuoted(data)
+	s, ok := src.quoted(data)
 	if ok {
 		*into = s
 	}
 	return ok
 }
 
-// scanQuoted is the JSON string literal data as a Go string; false for another value or for
-// one that is not valid UTF-8.
-func scanQuoted(data []byte) (string, bool) {
-	if len(data) < 2 || data[0] != '"' || skipString(data, 0) != len(data) || !utf8.Valid(data) {
+// source is the JSON text a scan reads, as bytes and as the string the host sent: a string
+// the scan decodes is a substring of s where it can be (no escapes), not a copy; an object's
+// labels and annotations were most of a scan's allocations. valid is whether the whole text
+// is valid UTF-8, which each of its strings then is.
+type source struct {
+	b     []byte
+	s     string
+	valid bool
+}
+
+// sourceOf is the source of text, read from a copy of its bytes (b is handed out by
+// [RawObject.JSON], and a caller may change it; the strings come from s).
+func sourceOf(text string) source {
+	return source{b: []byte(text), s: text, valid: utf8.ValidString(text)}
+}
+
+// str is the bytes v as a string: a substring of s when v is a slice of b, a copy otherwise.
+func (src source) str(v []byte) string {
+	if len(v) == 0 {
+		return ""
+	}
+	if off := cap(src.b) - cap(v); off >= 0 && off+len(v) <= len(src.b) && &src.b[off] == &v[0] {
+		return src.s[off : off+len(v)]
+	}
+	return string(v)
+}
+
+// quoted is the JSON string literal data (a slice of b) as a Go string; false for another
+// value or for one that is not valid UTF-8.
+func (src source) quoted(data []byte) (string, bool) {
+	if len(data) < 2 || data[0] != '"' || skipString(data, 0) != len(data) || !(src.valid || utf8.Valid(data)) {
 		return "", false
+	}
+	inner := data[1 : len(data)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return src.str(inner), true
 	}
 	return unquote(data)
 }
@@ -131,18 +265,20 @@ func scanInt(data []byte, into *int64) bool {
 
 // scanStringMap decodes a JSON object of strings into a fresh map (null: nil, as
 // encoding/json sets it).
-func scanStringMap(data []byte, into *map[string]string) bool {
+func scanStringMap(src source, data []byte, into *map[string]string) bool {
 	if isNull(data) {
 		*into = nil
 		return true
 	}
-	out := map[string]string{}
+	// Sized for as many members as the text has colons (at least as many), so that it does
+	// not grow while it is filled.
+	out := make(map[string]string, bytes.Count(data, []byte{':'}))
 	ok := eachMember(data, func(key, value []byte) bool {
-		if _, dup := out[string(key)]; dup || !utf8.Valid(key) {
+		if _, dup := out[string(key)]; dup || !(src.valid || utf8.Valid(key)) {
 			return false
 		}
-		s, ok := scanQuoted(value)
-		out[string(key)] = s
+		s, ok := src.quoted(value)
+		out[src.str(key)] = s
 		return ok
 	})
 	if ok {
@@ -152,7 +288,7 @@ func scanStringMap(data []byte, into *map[string]string) bool {
 }
 
 // scanStrings decodes a JSON array of strings (null: nil).
-func scanStrings(data []byte, into *[]string) bool {
+func scanStrings(src source, data []byte, into *[]string) bool {
 	if isNull(data) {
 		*into = nil
 		return true
@@ -163,7 +299,7 @@ func scanStrings(data []byte, into *[]string) bool {
 	}
 	out := make([]string, 0, len(es))
 	for _, e := range es {
-		s, ok := scanQuoted(e)
+		s, ok := src.quoted(e)
 		if !ok {
 			return false
 		}

@@ -2,6 +2,7 @@ package wasmop
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -47,7 +48,7 @@ func unmarshalRaw(text string) (RawObject, string) {
 	if err := json.Unmarshal([]byte(text), &o); err != nil {
 		return RawObject{}, "cannot decode an object from the host: " + err.Error()
 	}
-	o.raw = []byte(text)
+	o.src = sourceOf(text)
 	return o, ""
 }
 
@@ -72,7 +73,7 @@ func TestParseRawReadsJSONAsEncodingJSONDoes(t *testing.T) {
 
 func TestParseRawScansTheHostsUsualTextItself(t *testing.T) {
 	var o RawObject
-	if !scanRaw([]byte(rawObjects[0]), &o) {
+	if !scanRaw(sourceOf(rawObjects[0]), &o) {
 		t.Fatal("the usual text went to encoding/json")
 	}
 }
@@ -106,5 +107,170 @@ func TestSkipStringEndsAtTheFirstUnescapedQuote(t *testing.T) {
 		if got := skipString([]byte(open), 0); got != -1 {
 			t.Errorf("skipString(%s) = %d, want -1 (it does not end)", open, got)
 		}
+	}
+}
+
+// headed has the head's shape (headOf), as a plugin's own object types do.
+type headed struct {
+	TypeMeta
+	ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Engine string `json:"engine"`
+		Port   int    `json:"port"`
+		List   []any  `json:"list,omitempty"`
+	} `json:"spec"`
+	Status map[string]any `json:"status,omitempty"`
+}
+
+// headedObjects are rawObjects with a spec and status each, and texts whose other members
+// differ from what the head's scanner takes.
+func headedObjects() []string {
+	out := append([]string(nil), rawObjects...)
+	for _, text := range rawObjects {
+		if len(text) > 2 && text[0] == '{' && text[len(text)-1] == '}' {
+			out = append(out, `{"spec":{"engine":"pg","port":1},"status":{"x":[1]},`+text[1:])
+		}
+	}
+	return append(out,
+		`{"kind":"K","spec":{"engine":"pg","port":"1"}}`,
+		`{"kind":"K","spec":{"engine":"pg"}}`,
+		`{"kind":"K","spec":{"engine":"pg","port":1},"spec":{"port":2}}`,
+		`{"kind":"K","SPEC":{"engine":"pg","port":1},"status":null}`,
+		`{"kind":"K","sp\u0065c":{"engine":"pg","port":1}}`,
+		`{"kind":"K","a\"b":1,"spec":{"engine":"pg","port":1}}`,
+		`{"kind":"K","metadata":{"name":"a"},"spec":{"engine":"pg","port":1},"unknown":{"deep":[{}]}}`,
+	)
+}
+
+// checkDecode decodes text into a fresh headed with decode and with decodeWhole (encoding/json
+// over the whole text), which must agree.
+func checkDecode(t *testing.T, text string) {
+	t.Helper()
+	var got, want headed
+	gotErr, wantErr := "", ""
+	if err := decode(sourceOf(text), &got, false); err != nil {
+		gotErr = err.Error()
+	}
+	if err := decodeWhole(reflect.TypeFor[headed](), []byte(text), &want, false); err != nil {
+		wantErr = err.Error()
+	}
+	if gotErr != wantErr || (gotErr == "" && !reflect.DeepEqual(got, want)) {
+		t.Fatalf("decode(%q) = %+v, %q; encoding/json over the whole text makes %+v, %q", text, got, gotErr, want, wantErr)
+	}
+}
+
+func TestDecodeOfAnObjectReadsJSONAsEncodingJSONDoes(t *testing.T) {
+	for _, text := range headedObjects() {
+		checkDecode(t, text)
+	}
+}
+
+func TestDecodeScansTheHeadOfTheHostsUsualText(t *testing.T) {
+	var o headed
+	rest, ok := splitHead(sourceOf(rawObjects[0]), &o.TypeMeta, &o.ObjectMeta)
+	if !ok || string(rest) != `{"spec":{"engine":"postgres","port":5432,"list":[1,2.5,-3e2,true,false,null,"}]"]},"status":{"conditions":[]}}` {
+		t.Fatalf("splitHead = %s, %v", rest, ok)
+	}
+	if o.Kind != "Database" || o.Name != "orders" || o.Labels["tier"] != "db" {
+		t.Fatalf("the head was not scanned: %+v", o)
+	}
+	if !headOf(reflect.TypeFor[headed]()).ok || !headOf(reflect.TypeFor[RawObject]()).ok {
+		t.Fatal("a type with the head's shape is not taken as one")
+	}
+}
+
+// A type whose keys encoding/json could match to apiVersion, kind or metadata otherwise
+// than through TypeMeta and a "metadata" ObjectMeta is decoded by encoding/json alone.
+func TestDecodeLeavesTypesOfAnotherShapeToEncodingJSON(t *testing.T) {
+	type other struct{ Name string }
+	for _, v := range []any{
+		struct {
+			TypeMeta
+			ObjectMeta `json:"metadata"`
+			Kind       string
+		}{},
+		struct {
+			TypeMeta
+			ObjectMeta `json:"metadata"`
+			other
+		}{},
+		struct {
+			TypeMeta
+			ObjectMeta `json:"meta"`
+		}{},
+		struct {
+			*TypeMeta
+			ObjectMeta `json:"metadata"`
+		}{},
+		struct {
+			TypeMeta
+			Meta ObjectMeta `json:"metadata"`
+			Info string     `json:"METADATA"`
+		}{},
+		struct {
+			TypeMeta   `json:"type"`
+			ObjectMeta `json:"metadata"`
+		}{},
+	} {
+		if h := headOf(reflect.TypeOf(v)); h.ok {
+			t.Errorf("%T is taken as having the head's shape: %+v", v, h)
+		}
+	}
+}
+
+func FuzzDecodeOfAnObjectReadsJSONAsEncodingJSONDoes(f *testing.F) {
+	for _, text := range headedObjects() {
+		f.Add(text)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if json.Valid([]byte(text)) {
+			checkDecode(t, text)
+		}
+	})
+}
+
+// The strings a scan reads are substrings of the host's text, not copies: a usual object
+// costs a handful of allocations, however many labels and annotations it has, and changing
+// the bytes JSON hands out changes none of them.
+func TestParseRawTakesItsStringsFromTheHostsText(t *testing.T) {
+	text := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"orders","namespace":"shop","annotations":{`
+	for i := range 24 {
+		if i > 0 {
+			text += ","
+		}
+		text += fmt.Sprintf(`"example.com/annotation-%d":"value %d"`, i, i)
+	}
+	text += `}},"data":{"a":"b"}}`
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := parseRaw(text); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 10 {
+		t.Errorf("parseRaw of an object with 24 annotations made %v allocations, want at most 10", allocs)
+	}
+	o, err := parseRaw(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range o.JSON() {
+		o.JSON()[i] = 'x'
+	}
+	if o.Name != "orders" || o.Annotations["example.com/annotation-23"] != "value 23" {
+		t.Errorf("the decoded strings changed with the text's bytes: %q %q", o.Name, o.Annotations["example.com/annotation-23"])
+	}
+}
+
+func TestSourceStrCopiesWhatIsNotItsText(t *testing.T) {
+	src := sourceOf(`{"k":"v"}`)
+	if s := src.str(src.b[2:3]); s != "k" {
+		t.Errorf("a slice of the text: %q", s)
+	}
+	other := []byte(`{"k":"v"}`)
+	if s := src.str(other[6:7]); s != "v" {
+		t.Errorf("another slice: %q", s)
+	}
+	if s := src.str(nil); s != "" {
+		t.Errorf("nothing: %q", s)
 	}
 }

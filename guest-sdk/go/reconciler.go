@@ -74,7 +74,7 @@ func Register[T Object](r Reconciler[T]) {
 		describe: r.Describe,
 		call: func(ctx *Context, cleanup bool, object string) (Action, error) {
 			obj := reflect.New(t.Elem()).Interface().(T)
-			if err := decode([]byte(object), obj, false); err != nil {
+			if err := decode(sourceOf(object), obj, false); err != nil {
 				// Named by what the host sent (its kind and name), parsed only now: a call
 				// that decodes reads the object's text once (decode's fast path).
 				raw, perr := parseRaw(object)

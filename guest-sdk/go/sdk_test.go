@@ -94,14 +94,14 @@ func TestDecodeNamesAMissingRequiredFieldAsTheRustSDKDoes(t *testing.T) {
 
 func TestDecodeChecksTypesAndOptionalFields(t *testing.T) {
 	var s spec
-	if err := decode([]byte(`{"engine":"pg","port":1}`), &s, false); err != nil || s.Port != 1 {
+	if err := decode(sourceOf(`{"engine":"pg","port":1}`), &s, false); err != nil || s.Port != 1 {
 		t.Fatalf("optional note: %v %+v", err, s)
 	}
-	err := decode([]byte(`{"engine":"pg","port":"x"}`), &s, false)
+	err := decode(sourceOf(`{"engine":"pg","port":"x"}`), &s, false)
 	if err == nil || err.Error() != "invalid type: string, expected int at `port`" {
 		t.Fatalf("got %v", err)
 	}
-	err = decode([]byte(`{"engine":"pg","port":1,"zz":1,"extra":2}`), &s, true)
+	err = decode(sourceOf(`{"engine":"pg","port":1,"zz":1,"extra":2}`), &s, true)
 	if err == nil || err.Error() != "unknown field `extra`, expected one of `engine`, `port`, `note`" {
 		t.Fatalf("got %v", err)
 	}
@@ -166,7 +166,7 @@ func TestApplyFillsTheKindAndOwnedMetaPointsAtTheOwner(t *testing.T) {
 		t.Fatalf("got %v", h.writes)
 	}
 	var cm ConfigMap
-	if err := (RawObject{raw: []byte(want[6:])}).Decode(&cm); err != nil || !IsControlledBy(&cm, &owner) {
+	if err := (RawObject{src: sourceOf(want[6:])}).Decode(&cm); err != nil || !IsControlledBy(&cm, &owner) {
 		t.Fatalf("controlled: %v", err)
 	}
 	owner.UID = ""
@@ -264,15 +264,15 @@ func TestDecodeChecksRequiredFieldsThatEncodingJSONAccepts(t *testing.T) {
 		Labels map[string]string `json:"labels,omitempty"`
 	}
 	var s service
-	err := decode([]byte(`{"ports":[{"name":"a","number":1},{"name":"b"}]}`), &s, false)
+	err := decode(sourceOf(`{"ports":[{"name":"a","number":1},{"name":"b"}]}`), &s, false)
 	if err == nil || err.Error() != "missing field `number`" {
 		t.Fatalf("in a list: got %v", err)
 	}
-	err = decode([]byte(`{"ports":[],"byName":{"z":{"number":1},"a":null}}`), &s, false)
+	err = decode(sourceOf(`{"ports":[],"byName":{"z":{"number":1},"a":null}}`), &s, false)
 	if err == nil || err.Error() != "missing field `name`" {
 		t.Fatalf("in a map: got %v", err)
 	}
-	if err := decode([]byte(`{"ports":null,"labels":{"x":"y"}}`), &s, false); err != nil {
+	if err := decode(sourceOf(`{"ports":null,"labels":{"x":"y"}}`), &s, false); err != nil {
 		t.Fatalf("null list: %v", err)
 	}
 	type labels struct {
@@ -282,7 +282,7 @@ func TestDecodeChecksRequiredFieldsThatEncodingJSONAccepts(t *testing.T) {
 		!needsCheck(reflect.TypeOf(ObjectMeta{})) {
 		t.Fatal("needsCheck: labels has nothing required; service has, and ObjectMeta's owner references")
 	}
-	err = decode([]byte(`{"ports":[{"name":"a","number":1,"extra":true}]}`), &s, true)
+	err = decode(sourceOf(`{"ports":[{"name":"a","number":1,"extra":true}]}`), &s, true)
 	if err == nil || err.Error() != "unknown field `extra`, expected `name` or `number` in `ports[0]`" {
 		t.Fatalf("strict: got %v", err)
 	}
@@ -301,19 +301,19 @@ func TestTheChecksScanReadsJSONAsEncodingJSONDoes(t *testing.T) {
 	}
 	var s service
 	text := " { \"ports\" : [ { \"n\\u0061me\" : \"a}]\\\"[{\" , \"number\" : 1 } ] } "
-	if err := decode([]byte(text), &s, true); err != nil || s.Ports[0].Name != "a}]\"[{" {
+	if err := decode(sourceOf(text), &s, true); err != nil || s.Ports[0].Name != "a}]\"[{" {
 		t.Fatalf("escapes and brackets in strings: %v, %+v", err, s)
 	}
-	err := decode([]byte(`{"ports":[{"name":"a","number":1,"extra":{"name":"]"}}]}`), &s, true)
+	err := decode(sourceOf(`{"ports":[{"name":"a","number":1,"extra":{"name":"]"}}]}`), &s, true)
 	if err == nil || err.Error() != "unknown field `extra`, expected `name` or `number` in `ports[0]`" {
 		t.Fatalf("a nested unknown member: got %v", err)
 	}
 	// The last of two "ports" is what decoding keeps, and what is checked.
-	err = decode([]byte(`{"ports":[{"name":"a","number":1}],"ports":[{"name":"b"}]}`), &s, false)
+	err = decode(sourceOf(`{"ports":[{"name":"a","number":1}],"ports":[{"name":"b"}]}`), &s, false)
 	if err == nil || err.Error() != "missing field `number`" {
 		t.Fatalf("duplicate keys: got %v", err)
 	}
-	if err := decode([]byte(`{"ports":[{"name":"b"}],"ports":[]}`), &s, false); err != nil {
+	if err := decode(sourceOf(`{"ports":[{"name":"b"}],"ports":[]}`), &s, false); err != nil {
 		t.Fatalf("duplicate keys, the last fine: %v", err)
 	}
 	for _, bad := range []string{``, `{`, `{"a"`, `{"a":}`, `{"a":1,}`, `[1,`, `{"a":"\`, `{"a" 1}`, `nul`} {
@@ -335,7 +335,7 @@ func TestTheChecksScanReadsJSONAsEncodingJSONDoes(t *testing.T) {
 // Text that is no JSON is named as such, with encoding/json's reason.
 func TestDecodeNamesTextThatIsNoJSON(t *testing.T) {
 	var s spec
-	err := decode([]byte(`{"engine":`), &s, false)
+	err := decode(sourceOf(`{"engine":`), &s, false)
 	if err == nil || err.Error() != "invalid JSON: unexpected EOF" {
 		t.Fatalf("got %v", err)
 	}
