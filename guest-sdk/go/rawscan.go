@@ -270,21 +270,36 @@ func scanStringMap(src source, data []byte, into *map[string]string) bool {
 		*into = nil
 		return true
 	}
-	// Sized for as many members as the text has colons (at least as many), so that it does
-	// not grow while it is filled.
-	out := make(map[string]string, bytes.Count(data, []byte{':'}))
+	out := make(map[string]string, membersAtMost(data))
 	ok := eachMember(data, func(key, value []byte) bool {
-		if _, dup := out[string(key)]; dup || !(src.valid || utf8.Valid(key)) {
+		if !src.valid && !utf8.Valid(key) {
 			return false
 		}
 		s, ok := src.quoted(value)
+		n := len(out)
 		out[src.str(key)] = s
-		return ok
+		return ok && len(out) > n // a key given twice is left to encoding/json
 	})
 	if ok {
 		*into = out
 	}
 	return ok
+}
+
+// membersAtMost is one more than the commas in the JSON object text data: at least its
+// members, to size a map so that it does not grow while it is filled. It counts with
+// bytes.IndexByte, which Go's wasm port implements in assembly (bytes.Count is a Go loop
+// there, and cost a call more than the growth it saved).
+func membersAtMost(data []byte) int {
+	n := 1
+	for {
+		i := bytes.IndexByte(data, ',')
+		if i < 0 {
+			return n
+		}
+		n++
+		data = data[i+1:]
+	}
 }
 
 // scanStrings decodes a JSON array of strings (null: nil).
