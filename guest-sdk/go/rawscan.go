@@ -2,7 +2,6 @@ package wasmop
 
 import (
 	"bytes"
-	"encoding/json"
 	"reflect"
 	"strconv"
 	"strings"
@@ -176,8 +175,8 @@ func scanObjectMeta(src source, data []byte, meta *ObjectMeta) bool {
 			i, ok = 8, scanStringMap(src, value, &meta.Labels)
 		case "annotations":
 			i, ok = 9, scanStringMap(src, value, &meta.Annotations)
-		case "ownerReferences": // rare and small, left to encoding/json
-			i, ok = 10, json.Unmarshal(value, &meta.OwnerReferences) == nil
+		case "ownerReferences":
+			i, ok = 10, scanOwnerReferences(src, value, &meta.OwnerReferences)
 		case "finalizers":
 			i, ok = 11, scanStrings(src, value, &meta.Finalizers)
 		default:
@@ -284,6 +283,74 @@ func scanStringMap(src source, data []byte, into *map[string]string) bool {
 		*into = out
 	}
 	return ok
+}
+
+// ownerReferenceKeys are OwnerReference's JSON keys, in the order of its fields.
+var ownerReferenceKeys = [...]string{"apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"}
+
+// scanOwnerReferences decodes metadata.ownerReferences (null: nil): every object the plugin
+// owns carries one, so every write's reply has it to read.
+func scanOwnerReferences(src source, data []byte, into *[]OwnerReference) bool {
+	if isNull(data) {
+		*into = nil
+		return true
+	}
+	es, ok := elements(data)
+	if !ok {
+		return false
+	}
+	out := make([]OwnerReference, len(es))
+	for n, e := range es {
+		if isNull(e) {
+			continue // encoding/json leaves a struct as it is for null
+		}
+		r := &out[n]
+		var seen [len(ownerReferenceKeys)]bool
+		ok := eachMember(e, func(key, value []byte) bool {
+			var i int
+			var ok bool
+			switch string(key) {
+			case "apiVersion":
+				i, ok = 0, scanString(src, value, &r.APIVersion)
+			case "kind":
+				i, ok = 1, scanString(src, value, &r.Kind)
+			case "name":
+				i, ok = 2, scanString(src, value, &r.Name)
+			case "uid":
+				i, ok = 3, scanString(src, value, &r.UID)
+			case "controller":
+				i, ok = 4, scanBoolPointer(value, &r.Controller)
+			case "blockOwnerDeletion":
+				i, ok = 5, scanBoolPointer(value, &r.BlockOwnerDeletion)
+			default:
+				return !foldsTo(key, ownerReferenceKeys[:]...)
+			}
+			ok = ok && !seen[i]
+			seen[i] = true
+			return ok
+		})
+		if !ok {
+			return false
+		}
+	}
+	*into = out
+	return true
+}
+
+// scanBoolPointer decodes true or false into a fresh *bool, null into nil, as
+// encoding/json does for a pointer.
+func scanBoolPointer(data []byte, into **bool) bool {
+	switch string(data) {
+	case "true":
+		*into = boolPtr(true)
+	case "false":
+		*into = boolPtr(false)
+	case "null":
+		*into = nil
+	default:
+		return false
+	}
+	return true
 }
 
 // membersAtMost is one more than the commas in the JSON object text data: at least its

@@ -37,6 +37,17 @@ var rawObjects = []string{
 	`{"metadata":{"labels":{"a":1}}}`,
 	`{"metadata":{"finalizers":"x"}}`,
 	`{"metadata":{"ownerReferences":{}}}`,
+	// Owner references: every object a plugin owns has them.
+	`{"metadata":{"ownerReferences":[]}}`,
+	`{"metadata":{"ownerReferences":[null,{"apiVersion":"v1","kind":"K","name":"n","uid":"u","controller":false,"blockOwnerDeletion":null,"extra":[1]}]}}`,
+	`{"metadata":{"ownerReferences":[{"uid":null,"controller":null}]}}`,
+	`{"metadata":{"ownerReferences":[{"Name":"x"}]}}`,
+	`{"metadata":{"ownerReferences":[{"name":"x","name":"y"}]}}`,
+	`{"metadata":{"ownerReferences":[{"controller":"true"}]}}`,
+	`{"metadata":{"ownerReferences":[{"controller":1}]}}`,
+	`{"metadata":{"ownerReferences":[1]}}`,
+	`{"metadata":{"ownerReferences":["x"]}}`,
+	`{"metadata":{"ownerReferences":[[]]}}`,
 	`[]`,
 	`"text"`,
 	`null`,
@@ -230,10 +241,14 @@ func FuzzDecodeOfAnObjectReadsJSONAsEncodingJSONDoes(f *testing.F) {
 }
 
 // The strings a scan reads are substrings of the host's text, not copies: a usual object
-// costs a handful of allocations, however many labels and annotations it has, and changing
+// costs a handful of allocations, however many labels and annotations it has (with a copy
+// per string, a Database with 24 annotations took 71; encoding/json alone takes 14 for an
+// owner reference), and changing
 // the bytes JSON hands out changes none of them.
 func TestParseRawTakesItsStringsFromTheHostsText(t *testing.T) {
-	text := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"orders","namespace":"shop","annotations":{`
+	text := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"orders","namespace":"shop",` +
+		`"ownerReferences":[{"apiVersion":"demo.wasmop.dev/v1","kind":"Database","name":"orders","uid":"u-1",` +
+		`"controller":true,"blockOwnerDeletion":true}],"annotations":{`
 	for i := range 24 {
 		if i > 0 {
 			text += ","
@@ -246,8 +261,8 @@ func TestParseRawTakesItsStringsFromTheHostsText(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs > 10 {
-		t.Errorf("parseRaw of an object with 24 annotations made %v allocations, want at most 10", allocs)
+	if allocs > 12 {
+		t.Errorf("parseRaw of an object with 24 annotations made %v allocations, want at most 12", allocs)
 	}
 	o, err := parseRaw(text)
 	if err != nil {
