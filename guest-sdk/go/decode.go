@@ -33,7 +33,19 @@ func decode(src source, into any, denyUnknown bool) error {
 		tm := v.Field(h.typeMeta).Addr().Interface().(*TypeMeta)
 		om := v.Field(h.objectMeta).Addr().Interface().(*ObjectMeta)
 		if rest, ok := splitHead(src, tm, om); ok && json.Unmarshal(rest, into) == nil {
-			return check(t, data, "", denyUnknown)
+			if denyUnknown {
+				return check(t, data, "", true)
+			}
+			// The metadata has nothing left to check: its one type with required keys,
+			// OwnerReference, was scanned only with each of them.
+			if !needsCheck(t) {
+				return nil
+			}
+			m, ok := members(data)
+			if !ok {
+				return nil
+			}
+			return checkMembers(cachedFields(t), m, "", false, &field{key: "metadata", typ: objectMetaType})
 		}
 		v.SetZero()
 	}
@@ -233,18 +245,7 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 				return fmt.Errorf("unknown field `%s`, expected %s%s", slices.Min(unknown), expected(keys), where)
 			}
 		}
-		for _, f := range fs {
-			v, present := m.last(f.key)
-			if !present {
-				if f.required {
-					return fmt.Errorf("missing field `%s`", f.key)
-				}
-				continue
-			}
-			if err := check(f.typ, v, subPath(strict, path, f.key), strict); err != nil {
-				return err
-			}
-		}
+		return checkMembers(fs, m, path, strict, nil)
 	case reflect.Slice, reflect.Array:
 		items, ok := elements(data)
 		if !ok {
@@ -273,6 +274,28 @@ func check(t reflect.Type, data []byte, path string, strict bool) error {
 			if err := check(t.Elem(), kv.value, subPath(strict, path, kv.key), strict); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// checkMembers is check of a struct's fields fs against its members m, but for the field
+// skip (when not nil), which must only be present.
+func checkMembers(fs []field, m objectText, path string, strict bool, skip *field) error {
+	for i := range fs {
+		f := &fs[i]
+		v, present := m.last(f.key)
+		if !present {
+			if f.required {
+				return fmt.Errorf("missing field `%s`", f.key)
+			}
+			continue
+		}
+		if skip != nil && f.key == skip.key && f.typ == skip.typ {
+			continue
+		}
+		if err := check(f.typ, v, subPath(strict, path, f.key), strict); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -289,7 +289,8 @@ func scanStringMap(src source, data []byte, into *map[string]string) bool {
 var ownerReferenceKeys = [...]string{"apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"}
 
 // scanOwnerReferences decodes metadata.ownerReferences (null: nil): every object the plugin
-// owns carries one, so every write's reply has it to read.
+// owns carries one, so every write's reply has it to read. It answers false for a reference
+// without apiVersion, kind, name or uid, the keys an OwnerReference requires.
 func scanOwnerReferences(src source, data []byte, into *[]OwnerReference) bool {
 	if isNull(data) {
 		*into = nil
@@ -329,7 +330,9 @@ func scanOwnerReferences(src source, data []byte, into *[]OwnerReference) bool {
 			seen[i] = true
 			return ok
 		})
-		if !ok {
+		// A reference without a key check requires is left to encoding/json (and to check,
+		// which names it), so that decode need not check the head again.
+		if !ok || !seen[0] || !seen[1] || !seen[2] || !seen[3] {
 			return false
 		}
 	}

@@ -154,19 +154,22 @@ func headedObjects() []string {
 }
 
 // checkDecode decodes text into a fresh headed with decode and with decodeWhole (encoding/json
-// over the whole text), which must agree.
+// over the whole text), which must agree, with unknown keys denied and allowed.
 func checkDecode(t *testing.T, text string) {
 	t.Helper()
-	var got, want headed
-	gotErr, wantErr := "", ""
-	if err := decode(sourceOf(text), &got, false); err != nil {
-		gotErr = err.Error()
-	}
-	if err := decodeWhole(reflect.TypeFor[headed](), []byte(text), &want, false); err != nil {
-		wantErr = err.Error()
-	}
-	if gotErr != wantErr || (gotErr == "" && !reflect.DeepEqual(got, want)) {
-		t.Fatalf("decode(%q) = %+v, %q; encoding/json over the whole text makes %+v, %q", text, got, gotErr, want, wantErr)
+	for _, strict := range []bool{false, true} {
+		var got, want headed
+		gotErr, wantErr := "", ""
+		if err := decode(sourceOf(text), &got, strict); err != nil {
+			gotErr = err.Error()
+		}
+		if err := decodeWhole(reflect.TypeFor[headed](), []byte(text), &want, strict); err != nil {
+			wantErr = err.Error()
+		}
+		if gotErr != wantErr || (gotErr == "" && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("decode(%q, strict %v) = %+v, %q; encoding/json over the whole text makes %+v, %q",
+				text, strict, got, gotErr, want, wantErr)
+		}
 	}
 }
 
