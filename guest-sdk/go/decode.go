@@ -17,6 +17,8 @@ import (
 // omitzero, or its type is a pointer or an interface. Messages use serde's words, so a Go
 // plugin reports what its Rust twin reports: "missing field `port`", "unknown field `x`,
 // expected one of `a`, `b`, `c`", "invalid type: string, expected int64 at `spec.port`".
+// Its text is the host's, which the host's JSON serialiser wrote: the keys of an object's
+// metadata that the SDK's scanner skips (see scanRaw) are not validated.
 func decode(src source, into any, denyUnknown bool) error {
 	data := src.b
 	rv := reflect.ValueOf(into)
