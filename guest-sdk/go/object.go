@@ -102,8 +102,10 @@ func parseRaw(text string) (RawObject, error) {
 	return o, nil
 }
 
-// JSON is the object's JSON text, as the host sent it.
-func (o RawObject) JSON() []byte { return o.src.b }
+// JSON is the object's JSON text, as the host sent it: a copy, so that changing it changes
+// nothing of the object (its decoded strings are substrings of the host's text, and Decode
+// reads that text).
+func (o RawObject) JSON() []byte { return []byte(o.src.s) }
 
 // Decode decodes the object into into (a pointer to a struct): every field whose JSON tag
 // has no omitempty and that is not a pointer is required. A permanent [*DecodeError]

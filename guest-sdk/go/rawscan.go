@@ -220,8 +220,8 @@ type source struct {
 	valid bool
 }
 
-// sourceOf is the source of text, read from a copy of its bytes (b is handed out by
-// [RawObject.JSON], and a caller may change it; the strings come from s).
+// sourceOf is the source of text, read from a copy of its bytes; b is never handed out
+// ([RawObject.JSON] copies s), so b and s stay the same text.
 func sourceOf(text string) source {
 	return source{b: []byte(text), s: text, valid: utf8.ValidString(text)}
 }
