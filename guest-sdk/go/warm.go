@@ -7,7 +7,7 @@ import (
 
 // warm fills, for t and every type reachable from its fields, the caches that decoding and
 // encoding fill on first use: encoding/json's per-type field lists and encoders, and the
-// SDK's own field lists (cachedFields) and needsCheck's answers. A plugin's component is
+// SDK's own field lists (cachedFields), needsCheck's answers and headOf's. A plugin's component is
 // pre-initialised at build time (guest-sdk/go/build): what init functions leave in memory,
 // every call starts with, and what a call computes is lost with its instance. Filled here,
 // from Register and this package's init, the caches are part of that state, where a call
@@ -25,6 +25,7 @@ func warm(t reflect.Type) {
 		}
 		seen[t] = true
 		needsCheck(t)
+		headOf(t)
 		switch t.Kind() {
 		case reflect.Pointer, reflect.Slice, reflect.Array:
 			walk(t.Elem())
