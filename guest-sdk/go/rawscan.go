@@ -111,11 +111,10 @@ func computeHead(t reflect.Type) head {
 	h := head{typeMeta: -1, objectMeta: -1}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
+		name, _, ignored := jsonTag(f)
+		if ignored {
 			continue
 		}
-		name, _, _ := strings.Cut(tag, ",")
 		switch {
 		case f.Anonymous && name == "" && f.Type == typeMetaType && h.typeMeta < 0:
 			h.typeMeta = i

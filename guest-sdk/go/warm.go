@@ -7,8 +7,8 @@ import (
 
 // warm fills, for t and every type reachable from its fields, the caches that decoding and
 // encoding fill on first use: encoding/json's per-type field lists and encoders, and the
-// SDK's own field lists (cachedFields), needsCheck's answers and headOf's. A plugin's component is
-// pre-initialised at build time (guest-sdk/go/build): what init functions leave in memory,
+// SDK's own field lists (cachedFields), needsCheck's answers and headOf's. A plugin's
+// component is pre-initialised at build time (guest-sdk/go/build): what init functions leave in memory,
 // every call starts with, and what a call computes is lost with its instance. Filled here,
 // from Register and this package's init, the caches are part of that state, where a call
 // would otherwise rebuild them with reflection every time (the bigger part of a small
