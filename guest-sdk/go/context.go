@@ -122,33 +122,33 @@ func (c *Context) ListOwned(kind Kind, owner Object) ([]RawObject, error) {
 	return parseList(items)
 }
 
-func (c *Context) write(call string, obj Object, f func(string) (string, error)) (RawObject, error) {
+func (c *Context) write(call string, obj Object, f func(string) (string, error)) (Stored, error) {
 	withKind(obj)
 	ref, err := RefOf(obj)
 	if err != nil {
-		return RawObject{}, err
+		return Stored{}, err
 	}
 	body, err := marshal(obj)
 	if err != nil {
-		return RawObject{}, err
+		return Stored{}, err
 	}
 	text, err := f(body)
 	if err != nil {
-		return RawObject{}, wrap(call, ref.String(), err)
+		return Stored{}, wrap(call, ref.String(), err)
 	}
-	return parseRaw(text)
+	return Stored{text: text}, nil
 }
 
 // Create creates obj (an empty apiVersion and kind are filled in for a [Kinded] type) and
 // returns it as stored; one of that name existing already is an error for which
 // [IsAlreadyExists] is true.
-func (c *Context) Create(obj Object) (RawObject, error) {
+func (c *Context) Create(obj Object) (Stored, error) {
 	return c.write("create", obj, c.host.Create)
 }
 
 // Apply server-side applies obj with the field manager wasmop/<plugin> (forced, as
 // controllers do) and returns it as stored. Set only the fields the plugin manages.
-func (c *Context) Apply(obj Object) (RawObject, error) {
+func (c *Context) Apply(obj Object) (Stored, error) {
 	return c.write("apply", obj, c.host.Apply)
 }
 
@@ -173,52 +173,52 @@ func ApplyPatch(body any) Patch { return Patch{Type: PatchApply, Body: body} }
 
 // Patch patches the object ref names and returns it as stored. With ifResourceVersion
 // (not ""), only if the object is still at that version (a conflict otherwise).
-func (c *Context) Patch(ref Ref, patch Patch, ifResourceVersion string) (RawObject, error) {
+func (c *Context) Patch(ref Ref, patch Patch, ifResourceVersion string) (Stored, error) {
 	return c.patch("patch", c.host.Patch, ref, patch, ifResourceVersion)
 }
 
 // PatchStatus patches the status subresource of the object ref names, guarded like Patch.
-func (c *Context) PatchStatus(ref Ref, patch Patch, ifResourceVersion string) (RawObject, error) {
+func (c *Context) PatchStatus(ref Ref, patch Patch, ifResourceVersion string) (Stored, error) {
 	return c.patch("patch-status", c.host.PatchStatus, ref, patch, ifResourceVersion)
 }
 
 type patchFunc func(Ref, PatchType, string, string) (string, error)
 
-func (c *Context) patch(call string, f patchFunc, ref Ref, patch Patch, rv string) (RawObject, error) {
+func (c *Context) patch(call string, f patchFunc, ref Ref, patch Patch, rv string) (Stored, error) {
 	if _, err := ref.Kind.Ref(ref.Namespace, ref.Name); err != nil {
-		return RawObject{}, err
+		return Stored{}, err
 	}
 	body, err := marshal(patch.Body)
 	if err != nil {
-		return RawObject{}, err
+		return Stored{}, err
 	}
 	text, err := f(ref, patch.Type, body, rv)
 	if err != nil {
-		return RawObject{}, wrap(call, ref.String(), err)
+		return Stored{}, wrap(call, ref.String(), err)
 	}
-	return parseRaw(text)
+	return Stored{text: text}, nil
 }
 
 // UpdateStatus sets obj's status with the merge patch {"status": status}.
-func (c *Context) UpdateStatus(obj Object, status any) (RawObject, error) {
+func (c *Context) UpdateStatus(obj Object, status any) (Stored, error) {
 	return c.updateStatus(obj, status, "")
 }
 
 // UpdateStatusIfUnchanged is UpdateStatus only if obj is still as it was read: a status
 // computed from a stale read is a conflict ([IsConflict]) instead of overwriting a newer one.
-func (c *Context) UpdateStatusIfUnchanged(obj Object, status any) (RawObject, error) {
+func (c *Context) UpdateStatusIfUnchanged(obj Object, status any) (Stored, error) {
 	rv := obj.GetObjectMeta().ResourceVersion
 	if rv == "" {
 		ref, _ := RefOf(obj)
-		return RawObject{}, usageErrorf("%s has no metadata.resourceVersion, so a write cannot be guarded by it; use the object as read from the cluster", ref)
+		return Stored{}, usageErrorf("%s has no metadata.resourceVersion, so a write cannot be guarded by it; use the object as read from the cluster", ref)
 	}
 	return c.updateStatus(obj, status, rv)
 }
 
-func (c *Context) updateStatus(obj Object, status any, rv string) (RawObject, error) {
+func (c *Context) updateStatus(obj Object, status any, rv string) (Stored, error) {
 	ref, err := RefOf(obj)
 	if err != nil {
-		return RawObject{}, err
+		return Stored{}, err
 	}
 	return c.PatchStatus(ref, MergePatch(map[string]any{"status": status}), rv)
 }

@@ -175,6 +175,54 @@ func TestApplyFillsTheKindAndOwnedMetaPointsAtTheOwner(t *testing.T) {
 	}
 }
 
+// garbledHost answers every write with text that is no object.
+type garbledHost struct{ fakeHost }
+
+func (h *garbledHost) Apply(string) (string, error) { return `{"metadata": 7`, nil }
+
+func TestAWritesReplyIsReadOnlyWhenAsked(t *testing.T) {
+	ctx := NewContext(&fakeHost{}, Ref{})
+	stored, err := ctx.Apply(&ConfigMap{ObjectMeta: ObjectMeta{Name: "x", Namespace: "shop"}, Data: map[string]string{"a": "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := stored.Raw()
+	if err != nil || raw.Name != "x" || raw.Namespace != "shop" || raw.Kind != "ConfigMap" {
+		t.Fatalf("raw: %+v %v", raw, err)
+	}
+	var cm ConfigMap
+	if err := stored.Decode(&cm); err != nil || cm.Data["a"] != "b" {
+		t.Fatalf("decode: %+v %v", cm, err)
+	}
+	var wrong struct {
+		TypeMeta
+		ObjectMeta `json:"metadata"`
+		Spec       struct{} `json:"spec"`
+	}
+	err = stored.Decode(&wrong)
+	var decodeErr *DecodeError
+	if !errors.As(err, &decodeErr) || !strings.HasPrefix(err.Error(), "cannot decode ConfigMap shop/x from the host as v1/ConfigMap: ") {
+		t.Fatalf("a missing field must name the object: %v", err)
+	}
+	text := stored.JSON()
+	text[0] = 'X'
+	if again, _ := stored.Raw(); again.Name != "x" || stored.JSON()[0] != '{' {
+		t.Fatal("JSON must be a copy")
+	}
+
+	garbled := NewContext(&garbledHost{}, Ref{})
+	stored, err = garbled.Apply(&ConfigMap{ObjectMeta: ObjectMeta{Name: "x", Namespace: "shop"}})
+	if err != nil {
+		t.Fatalf("a reply nobody reads is no error: %v", err)
+	}
+	if _, err := stored.Raw(); !errors.As(err, &decodeErr) || !strings.HasPrefix(err.Error(), "cannot decode an object from the host: ") {
+		t.Fatalf("raw of a garbled reply: %v", err)
+	}
+	if err := stored.Decode(&cm); !errors.As(err, &decodeErr) {
+		t.Fatalf("decode of a garbled reply: %v", err)
+	}
+}
+
 func TestSetConditionKeepsTheTransitionTimeWhileTheStatusHolds(t *testing.T) {
 	conditions := []Condition{{Type: "Ready", Status: ConditionTrue, LastTransitionTime: "2024-01-01T00:00:00Z", Reason: "A", ObservedGeneration: 1}}
 	if !SetCondition(&conditions, NewCondition("Ready", true, "A", "", 2)) {
