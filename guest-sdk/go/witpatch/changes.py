@@ -1,0 +1,125 @@
+"""What wasmop changes in wit-bindgen-go 0.63's Go: three changes to the copy of its runtime
+package (`go.bytecodealliance.org/pkg/wit/runtime`) that `guest-sdk/go/build --setup` makes,
+and one file the build adds to each generated main package. guest-sdk/go/README.md says why
+each is there and what it measured; `allocate_test.go` beside this file is copied in with the
+runtime package and run by the test suite (tests/go/tests/sdk.rs).
+
+Each change names the upstream text it replaces, and applying it refuses text that no longer
+has it exactly once: a new wit-bindgen-go must be looked at, not patched blindly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+ALLOCATE_TEST = Path(__file__).resolve().parent / "allocate_test.go"
+
+# The alignment fix's pin: setup refuses a runtime.go whose allocateRaw is not this code.
+UNALIGNED = """\tif size%align != 0 {
+\t\tpanic(fmt.Sprintf("size %v is not compatible with alignment %v", size, align))
+\t}
+"""
+ALIGNED = """\t// wasmop: round the size up to the alignment instead of panicking. wit-bindgen-go
+\t// 0.63 allocates the export return area with a size that need not be a multiple of
+\t// its alignment (describe's: 92 bytes, 8-aligned); see guest-sdk/go/README.md.
+\tsize = (size + align - 1) / align * align
+"""
+
+# The re-entrancy fix, which pre-initialisation needs: in a pre-initialised module, Go's
+# package init functions have run, so `cabi_realloc` allocates on the GC heap from the first
+# call on and tells the WASI adapter to pause its clock first; that first call into the
+# adapter makes the adapter allocate its own stack and state through `cabi_realloc` again,
+# which would call the adapter again before its state exists (it asserts). Without
+# pre-initialisation the adapter is set up during `_initialize`, before the GC heap is used.
+# The fix: a `cabi_realloc` made while one is under way (the adapter setting itself up)
+# takes memory past the heap (`sbrk`), as allocations during start-up do.
+UNGUARDED = """\tif useGCAllocations {
+\t\t// Here we call"""
+GUARDED = """\tif useGCAllocations && !reallocating {
+\t\treallocating = true
+\t\tdefer func() { reallocating = false }()
+\t\t// Here we call"""
+PINNER = "var pinner = runtime.Pinner{}\n"
+REALLOCATING = PINNER + """
+// wasmop: set while cabiRealloc allocates on the GC heap; a cabiRealloc made meanwhile is the
+// WASI adapter setting itself up on its first call (in a pre-initialised module, during the
+// first allocation of a call), and takes memory past the heap instead of re-entering the
+// adapter before its state exists. See guest-sdk/go/witpatch/changes.py.
+var reallocating = false
+
+// wasmop: leave pinner holding a pinner of its own, and one in the per-P cache of Go's
+// runtime. See PINNERS in guest-sdk/go/witpatch/changes.py.
+func init() {
+\tx := new(byte)
+\tvar other runtime.Pinner
+\tpinner.Pin(x)
+\tother.Pin(x)
+\tother.Unpin()
+\tpinner.Unpin()
+}
+"""
+
+# The pinners, filled before the snapshot. wit-bindgen-go's code pins on three kinds of
+# runtime.Pinner: the runtime package's (each block cabi_realloc hands the host), the main
+# package's syncExportPinner (an export's results), and a new one in each import's wrapper
+# (every string a host call takes). The first Pin of a Pinner with none of its own takes the
+# one Go's runtime caches per P, or allocates one and sets a finalizer on it, and an Unpin
+# gives it back to the cache only if the cache is empty. In a pre-initialised module, every
+# call starts from the snapshot, where no Pinner had been used: each call allocated two or
+# three, one per kind, each with its finalizer (`SetFinalizer` alone took 1.2 % of a
+# database-config call; guest-sdk/go/README.md has the measurement). Filled before the
+# snapshot, the two long-lived Pinners keep
+# theirs (an Unpin into a full cache keeps it) and the cache holds the one every wrapper
+# takes and gives back. The runtime package's init (REALLOCATING above) fills its own pinner
+# and the cache; the main package's (PINNERS, a generated file) runs after it, moves the
+# cached pinner into syncExportPinner and fills the cache again.
+EXPORT_PINNER = "var syncExportPinner = runtime.Pinner{}\n"
+PINNERS = """package main
+
+import "runtime"
+
+// wasmop: leave syncExportPinner holding a pinner of its own, and one in the per-P cache of
+// Go's runtime, in the snapshot. See PINNERS in guest-sdk/go/witpatch/changes.py.
+func init() {
+\tx := new(byte)
+\tsyncExportPinner.Pin(x)
+\tvar other runtime.Pinner
+\tother.Pin(x)
+\tother.Unpin()
+\tsyncExportPinner.Unpin()
+}
+"""
+
+
+# The runtime package's changes: (upstream text, replacement, what the upstream text is).
+RUNTIME_CHANGES = (
+    (UNALIGNED, ALIGNED, "the allocateRaw check the alignment fix"),
+    (UNGUARDED, GUARDED, "the cabiRealloc the re-entrancy fix"),
+    (PINNER, REALLOCATING, "the pinner declaration the re-entrancy fix and the pinners follow"),
+)
+
+
+def patched_runtime(text: str) -> str:
+    """runtime.go's text with the changes made; ValueError naming what is missing when the
+    text has not exactly one of an upstream text a change replaces."""
+    for old, new, what in RUNTIME_CHANGES:
+        if text.count(old) != 1:
+            raise ValueError(f"it no longer has {what} replaces")
+        text = text.replace(old, new)
+    return text
+
+
+def main_package_file(exports: str) -> str:
+    """The file the build adds to a generated main package whose wit_exports.go is
+    `exports`; ValueError when that declares no syncExportPinner."""
+    if EXPORT_PINNER not in exports:
+        raise ValueError(f"it no longer declares `{EXPORT_PINNER.strip()}`, which the build "
+                         "fills before the snapshot")
+    return PINNERS
+
+
+def fix_digest() -> str:
+    """Names the patched runtime package's directory content: the fixes and the test."""
+    return hashlib.sha256((ALIGNED + GUARDED + REALLOCATING).encode()
+                          + ALLOCATE_TEST.read_bytes()).hexdigest()[:12]
