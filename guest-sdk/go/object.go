@@ -136,18 +136,14 @@ type Stored struct {
 // permanent [*DecodeError].
 func (s Stored) Raw() (RawObject, error) { return parseRaw(s.text) }
 
-// Decode decodes the stored object into into (a pointer to a struct), as [RawObject.Decode]
-// does, with the same errors.
+// Decode decodes the stored object into into (a pointer to a struct): [Stored.Raw], then
+// [RawObject.Decode], with their errors.
 func (s Stored) Decode(into any) error {
-	src := sourceOf(s.text)
-	if err := decode(src, into, false); err != nil {
-		o, rawErr := parseRaw(s.text)
-		if rawErr != nil {
-			return rawErr
-		}
-		return o.decodeError(err)
+	o, err := s.Raw()
+	if err != nil {
+		return err
 	}
-	return nil
+	return o.Decode(into)
 }
 
 // JSON is the stored object's JSON text, as the host sent it (a copy).

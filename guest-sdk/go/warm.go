@@ -8,11 +8,11 @@ import (
 // warm fills, for t and every type reachable from its fields, the caches that decoding and
 // encoding fill on first use: encoding/json's per-type field lists and encoders, and the
 // SDK's own field lists (cachedFields), needsCheck's answers and headOf's. A plugin's
-// component is pre-initialised at build time (guest-sdk/go/build): what init functions leave in memory,
-// every call starts with, and what a call computes is lost with its instance. Filled here,
-// from Register and this package's init, the caches are part of that state, where a call
-// would otherwise rebuild them with reflection every time (the bigger part of a small
-// reconcile's cost).
+// component is pre-initialised at build time (guest-sdk/go/build): what init functions leave
+// in memory, every call starts with, and what a call computes is lost with its instance.
+// Filled here, from Register and this package's init, the caches are part of that state,
+// where a call would otherwise rebuild them with reflection every time (the bigger part of
+// a small reconcile's cost).
 //
 // Best effort: a type whose encoding fails or panics on its zero value is left for the
 // call to cache as before.
@@ -56,7 +56,8 @@ func warm(t reflect.Type) {
 // status write), and map[string]any, the body of most merge patches: unwarmed, encoding/json
 // built its encoder in every call that wrote a status (4 % of a database-config call in perf).
 func init() {
-	for _, v := range []any{RawObject{}, ConfigMap{}, Namespace{}, Condition{}, OwnerReference{}, statusPatch{}, map[string]any{}} {
+	for _, v := range []any{RawObject{}, ConfigMap{}, Namespace{}, Condition{}, OwnerReference{},
+		statusPatch{}, map[string]any{}} {
 		warm(reflect.TypeOf(v))
 	}
 }
