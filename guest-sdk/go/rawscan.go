@@ -237,9 +237,11 @@ func (src source) str(v []byte) string {
 }
 
 // quoted is the JSON string literal data (a slice of b) as a Go string; false for another
-// value or for one that is not valid UTF-8.
+// value or for one that is not valid UTF-8. data is one value as eachMember or elements
+// delimit it (with skipValue), so a value that starts with a quote is one whole string and
+// is not scanned again here: that second scan was 1-2 % of a Go plugin's call.
 func (src source) quoted(data []byte) (string, bool) {
-	if len(data) < 2 || data[0] != '"' || skipString(data, 0) != len(data) || !(src.valid || utf8.Valid(data)) {
+	if len(data) < 2 || data[0] != '"' || !(src.valid || utf8.Valid(data)) {
 		return "", false
 	}
 	inner := data[1 : len(data)-1]

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeHost records writes and answers reads from a map of JSON objects by "ns/name".
@@ -239,6 +240,17 @@ func TestSetConditionKeepsTheTransitionTimeWhileTheStatusHolds(t *testing.T) {
 	}
 	if !SetCondition(&conditions, NewCondition("Synced", true, "C", "", 2)) || len(conditions) != 2 || !IsConditionTrue(conditions, "Synced") {
 		t.Fatalf("a new type is appended: %+v", conditions)
+	}
+}
+
+func TestNowIsAKubernetesTimeInWholeSecondsUTC(t *testing.T) {
+	now := Now()
+	parsed, err := time.Parse("2006-01-02T15:04:05Z", now)
+	if err != nil || len(now) != len("2025-01-01T00:00:00Z") {
+		t.Fatalf("Now() = %q, not a time as Kubernetes stores it: %v", now, err)
+	}
+	if d := time.Since(parsed); d < 0 || d > time.Minute {
+		t.Fatalf("Now() = %q is %v away from the clock", now, d)
 	}
 }
 
