@@ -29,7 +29,7 @@ use crate::admission::serve::Server;
 use crate::config::Config;
 use crate::config::admission::AdmissionConfig;
 use crate::registry::Registry;
-use crate::{admission, health, http, shutdown};
+use crate::{admission, health, http, kubeclient, shutdown};
 use wasmop_controller::controller::Shared;
 use wasmop_controller::events::EventSink;
 use wasmop_controller::kubeapi::KubeCluster;
@@ -120,9 +120,14 @@ pub(crate) async fn client(config: &Config) -> Result<Client, HostError> {
                 kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                     .await
                     .map_err(HostError::ClientConfig)?;
-            Client::try_from(cfg).map_err(HostError::Client)
+            kubeclient::client(cfg).map_err(HostError::Client)
         }
-        None => Client::try_default().await.map_err(HostError::Client),
+        None => {
+            let cfg = kube::Config::infer()
+                .await
+                .map_err(|e| HostError::Client(kube::Error::InferConfig(e)))?;
+            kubeclient::client(cfg).map_err(HostError::Client)
+        }
     }
 }
 

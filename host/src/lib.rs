@@ -22,5 +22,6 @@ pub mod config;
 pub(crate) mod health;
 pub(crate) mod host;
 pub(crate) mod http;
+pub(crate) mod kubeclient;
 pub(crate) mod registry;
 pub(crate) mod shutdown;

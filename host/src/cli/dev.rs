@@ -216,7 +216,7 @@ async fn client_for(path: &Path) -> anyhow::Result<Client> {
     )
     .await
     .with_context(|| format!("bad kubeconfig {}", path.display()))?;
-    Client::try_from(config).context("cannot make a client")
+    crate::kubeclient::client(config).context("cannot make a client")
 }
 
 /// Where `dev` keeps what outlives a run: `WASMOP_CACHE_DIR`, else `~/.cache/wasmop`.
