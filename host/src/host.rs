@@ -109,26 +109,22 @@ pub(crate) enum HostError {
 /// A Kubernetes client from the configured kubeconfig, or the inferred one (in-cluster,
 /// then `KUBECONFIG`/`~/.kube/config`).
 pub(crate) async fn client(config: &Config) -> Result<Client, HostError> {
-    match &config.kubeconfig {
+    let cfg = match &config.kubeconfig {
         Some(path) => {
             let kubeconfig =
                 Kubeconfig::read_from(path).map_err(|source| HostError::Kubeconfig {
                     path: path.clone(),
                     source,
                 })?;
-            let cfg =
-                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                    .await
-                    .map_err(HostError::ClientConfig)?;
-            kubeclient::client(cfg).map_err(HostError::Client)
-        }
-        None => {
-            let cfg = kube::Config::infer()
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
-                .map_err(|e| HostError::Client(kube::Error::InferConfig(e)))?;
-            kubeclient::client(cfg).map_err(HostError::Client)
+                .map_err(HostError::ClientConfig)?
         }
-    }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| HostError::Client(kube::Error::InferConfig(e)))?,
+    };
+    kubeclient::client(cfg).map_err(HostError::Client)
 }
 
 /// Runs the host until SIGINT or SIGTERM (then [`shutdown::sequence`]), or until it loses
