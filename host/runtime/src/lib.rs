@@ -89,6 +89,8 @@ struct RuntimeInner {
     compiling: tokio::sync::Semaphore,
     /// Big components compile one at a time, whichever path compiles them (`heap`).
     compile_gate: heap::CompileGate,
+    /// Loads under way: the last to end trims the heap.
+    loads: Arc<heap::Loads>,
     linker: Linker<CallState>,
     mode: AllocatorMode,
     cache: Option<cache::ArtefactCache>,
@@ -132,6 +134,7 @@ impl Runtime {
                     std::thread::available_parallelism().map_or(1, usize::from),
                 ),
                 compile_gate: heap::CompileGate::default(),
+                loads: Arc::default(),
                 linker,
                 mode,
                 cache,
@@ -224,6 +227,13 @@ impl Runtime {
     #[cfg(feature = "test-hooks")]
     pub fn most_big_compiles_at_once(&self) -> usize {
         self.inner.compile_gate.most_big_at_once()
+    }
+
+    /// How many times the end of a batch of loads trimmed the heap. A test hook (feature
+    /// `test-hooks`).
+    #[cfg(feature = "test-hooks")]
+    pub fn heap_trims_after_loads(&self) -> usize {
+        self.inner.loads.trims()
     }
 
     /// How tiered loading's background compilations went (all zero when it is off).

@@ -304,6 +304,8 @@ pub(crate) async fn load(
     component: ComponentBytes,
     options: LoadOptions,
 ) -> Result<super::Plugin, LoadError> {
+    // Whatever this load frees is returned once no other load is under way (`heap::Loads`).
+    let _loading = runtime.inner.loads.enter();
     // A compressed component is decompressed first (bounded: see `packed`), on a blocking
     // thread: a Go plugin's takes milliseconds, but a frame made to expand to the bound takes
     // longer than an async thread may be held.

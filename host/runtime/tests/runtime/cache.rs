@@ -1,5 +1,6 @@
 //! The artefact cache (hits, misses, corrupt entries rebuilt), artefacts of a metered engine
-//! fitting only a metered host, and compilations started ahead taken by the load.
+//! fitting only a metered host, compilations started ahead taken by the load, and the heap
+//! trimmed after a batch of loads.
 
 use std::time::Duration;
 
@@ -242,6 +243,51 @@ async fn big_components_compile_one_at_a_time() {
         healthy_call(&plugin, "big", "1").await;
     }
     assert_eq!(rt.most_big_compiles_at_once(), 1);
+}
+
+/// Loads free as they go (bytes, decoded metadata, `describe`'s buffers), and glibc keeps that
+/// memory; the last load of a batch returns it, once for the batch, whether loads succeed
+/// or fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_loads_trims_the_heap_once_when_the_last_ends() {
+    let _shared = crate::support::shared().await;
+    let rt = Runtime::new(
+        RuntimeConfig::default()
+            .concurrency(4)
+            .limits(test_limits()),
+    )
+    .expect("runtime");
+    let small = bytes_of("well-behaved");
+    let load_tagged = |tag: &str| rt.load(padded(&small, tag, 16), LoadOptions::default());
+    // Joined in one task: each load counts itself before its first wait, so all three are
+    // under way before any ends.
+    let (a, b, c) = tokio::join!(load_tagged("a"), load_tagged("b"), load_tagged("c"));
+    for loaded in [a, b, c] {
+        loaded.expect("a padded component loads");
+    }
+    trims_reach(&rt, 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(rt.heap_trims_after_loads(), 1, "one trim for the batch");
+    load_tagged("d").await.expect("loads");
+    trims_reach(&rt, 2).await;
+    rt.load(b"not a component".to_vec(), LoadOptions::default())
+        .await
+        .expect_err("garbage is refused");
+    trims_reach(&rt, 3).await;
+}
+
+/// Waits (up to 10 s: the trim runs on a blocking thread after the load returns) until the
+/// runtime has trimmed after loads `n` times.
+async fn trims_reach(rt: &Runtime, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while rt.heap_trims_after_loads() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} trims after loads, expected {n}",
+            rt.heap_trims_after_loads()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Runs the futures at once, each on its own task, and returns their results in order.
