@@ -5,11 +5,12 @@
 //! heap at the peak (Cranelift or Winch alike; measured with heaptrack, 2026-12-02), nearly
 //! all of it freed when the compilation returns. glibc's allocator keeps freed memory for
 //! reuse rather than returning it, so a host that had compiled one such plugin sat at the
-//! peak for good. [`trim`] returns it after each compilation, and [`configure`] keeps big
-//! blocks out of the arenas in the first place, which lowers the peak itself. Every
-//! compilation of a runtime goes through [`CompileGate::compile`]: big components compile one
-//! at a time, on a scratch engine that takes the compiler's kept buffers with it
-//! ([`compile_apart`]), and come back as [`Compiled`].
+//! peak for good. [`trim`] returns it after each compilation (and [`Loads`] after each batch
+//! of loads, which leave free heap too), and [`configure`] keeps big blocks out of the arenas
+//! in the first place, which lowers the peak itself. Every compilation of a runtime goes
+//! through [`CompileGate::compile`]: big components compile one at a time, on a scratch
+//! engine that takes the compiler's kept buffers with it ([`compile_apart`]), and come back as
+//! [`Compiled`].
 
 /// glibc's mmap threshold, fixed: blocks this large or larger get their own mapping, returned
 /// to the system when freed. Left alone, glibc raises the threshold to the size of each big
@@ -76,7 +77,7 @@ pub(crate) fn trim() {
 #[derive(Default)]
 pub(crate) struct Loads {
     running: std::sync::atomic::AtomicUsize,
-    #[cfg(feature = "test-hooks")]
+    /// Trims done, for a test to see (`Runtime::heap_trims_after_loads`).
     trims: std::sync::atomic::AtomicUsize,
 }
 
@@ -95,10 +96,7 @@ impl Loads {
                 let loads = std::sync::Arc::clone(&self.0);
                 let run = move || {
                     trim();
-                    #[cfg(feature = "test-hooks")]
                     loads.trims.fetch_add(1, SeqCst);
-                    #[cfg(not(feature = "test-hooks"))]
-                    drop(loads);
                 };
                 // `malloc_trim` locks each arena while it walks it: off the async threads.
                 match tokio::runtime::Handle::try_current() {
