@@ -1,4 +1,4 @@
-//! What compiling costs the host's memory, and how it gets it back.
+//! What compiling and loading cost the host's memory, and how it gets it back.
 //!
 //! Compiling a component allocates for every function at once: wasmtime keeps each compiled
 //! function until it links them all. For an 18.7 MB CPython component that is ~300 MiB of

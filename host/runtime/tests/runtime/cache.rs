@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use wasmop_runtime::{LoadOptions, Runtime, RuntimeConfig};
 
-use crate::support::{bytes_of, healthy_call, load, runtime, test_limits};
+use crate::support::{bytes_of, healthy_call, load, load_err, runtime, test_limits};
 
 #[tokio::test]
 async fn artefact_cache_hits_misses_and_rebuilds_corrupt_entries() {
@@ -251,12 +251,7 @@ async fn big_components_compile_one_at_a_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_loads_trims_the_heap_once_when_the_last_ends() {
     let _shared = crate::support::shared().await;
-    let rt = Runtime::new(
-        RuntimeConfig::default()
-            .concurrency(4)
-            .limits(test_limits()),
-    )
-    .expect("runtime");
+    let rt = runtime();
     let small = bytes_of("well-behaved");
     let load_tagged = |tag: &str| rt.load(padded(&small, tag, 16), LoadOptions::default());
     // Joined in one task: each load counts itself before its first wait, so all three are
@@ -270,9 +265,7 @@ async fn a_batch_of_loads_trims_the_heap_once_when_the_last_ends() {
     assert_eq!(rt.heap_trims_after_loads(), 1, "one trim for the batch");
     load_tagged("d").await.expect("loads");
     trims_reach(&rt, 2).await;
-    rt.load(b"not a component".to_vec(), LoadOptions::default())
-        .await
-        .expect_err("garbage is refused");
+    load_err(&rt, b"not a component".to_vec()).await;
     trims_reach(&rt, 3).await;
 }
 
