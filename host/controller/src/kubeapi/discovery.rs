@@ -1,13 +1,24 @@
 //! Resolves a [`GroupVersionKind`] to the [`ApiResource`] the API serves it as, and whether it
 //! is namespaced. Answers are cached; failures are not, so a kind whose CRD is installed later
 //! resolves on the next try.
+//!
+//! A host prefetches, as it starts, everything the API server serves, with aggregated
+//! discovery (two requests, `/api` and `/apis`; Kubernetes 1.30+, beta from 1.26) while its
+//! plugins are read and loaded ([`Resolver::prefetch`]). Without it each plugin's controller
+//! asked for its kinds one group version at a time, after its load, and ten plugins starting
+//! together opened a connection (and a TLS handshake) per concurrent request. The snapshot
+//! answers for [`SNAPSHOT_FRESH`] after it is taken; a kind it does not hold, a snapshot that
+//! failed (an older API server) or one gone stale is asked for on its own, as before.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use kube::Client;
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::discovery::Scope;
+use kube::discovery::{Discovery, Scope};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
 
 use super::errors::retrying;
 use wasmop_core::cluster::ClusterError;
@@ -21,11 +32,31 @@ pub struct Resolved {
     pub namespaced: bool,
 }
 
+/// How long a start's snapshot of discovery answers: long enough for a start's plugins to be
+/// loaded from the cache and their controllers started (tens of milliseconds; a cold compile
+/// of a big plugin takes seconds), short enough that a kind asked for later is asked for then.
+const SNAPSHOT_FRESH: Duration = Duration::from_secs(30);
+
+/// How long a start waits for the snapshot before its kinds are asked for one by one.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every kind the API server served when the snapshot was taken.
+struct Snapshot {
+    taken: Instant,
+    kinds: HashMap<GroupVersionKind, Resolved>,
+}
+
+/// The snapshot: set once, by the first of the prefetch and the resolves waiting for it to
+/// finish; `None` inside when discovery failed, and taken out (freeing it) once stale.
+type Prefetched = OnceCell<Mutex<Option<Snapshot>>>;
+
 /// A caching GVK resolver. Cheap to clone.
 #[derive(Clone)]
 pub struct Resolver {
     client: Client,
     cache: Arc<RwLock<HashMap<GroupVersionKind, Resolved>>>,
+    /// Present once [`Resolver::prefetch`] was called.
+    snapshot: Arc<std::sync::OnceLock<Arc<Prefetched>>>,
 }
 
 impl Resolver {
@@ -34,7 +65,21 @@ impl Resolver {
         Self {
             client,
             cache: Arc::default(),
+            snapshot: Arc::default(),
         }
+    }
+
+    /// Starts taking the snapshot of every served kind in the background; resolves made
+    /// while it is under way wait for it (up to [`SNAPSHOT_TIMEOUT`]). Once per resolver.
+    pub fn prefetch(&self) {
+        let cell = Arc::new(Prefetched::new());
+        if self.snapshot.set(cell.clone()).is_err() {
+            return;
+        }
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            cell.get_or_init(|| take_snapshot(client)).await;
+        });
     }
 
     /// Resolves `gvk`.
@@ -44,6 +89,10 @@ impl Resolver {
     /// is not installed or not established yet); `Unavailable` when discovery itself failed.
     pub async fn resolve(&self, gvk: &GroupVersionKind) -> Result<Resolved, ClusterError> {
         if let Some(hit) = self.cached(gvk) {
+            return Ok(hit);
+        }
+        if let Some(hit) = self.snapshotted(gvk).await {
+            self.remember(gvk, &hit);
             return Ok(hit);
         }
         let client = self.client.clone();
@@ -74,13 +123,297 @@ impl Resolver {
             resource,
             namespaced: caps.scope == Scope::Namespaced,
         };
-        if let Ok(mut cache) = self.cache.write() {
-            cache.insert(gvk.clone(), resolved.clone());
-        }
+        self.remember(gvk, &resolved);
         Ok(resolved)
     }
 
     fn cached(&self, gvk: &GroupVersionKind) -> Option<Resolved> {
         self.cache.read().ok()?.get(gvk).cloned()
+    }
+
+    fn remember(&self, gvk: &GroupVersionKind, resolved: &Resolved) {
+        if let Ok(mut cache) = self.cache.write() {
+            cache.insert(gvk.clone(), resolved.clone());
+        }
+    }
+
+    /// `gvk` as the start's snapshot has it, waiting for the snapshot if it is being taken;
+    /// `None` without a snapshot, or once it is stale (then it is dropped).
+    async fn snapshotted(&self, gvk: &GroupVersionKind) -> Option<Resolved> {
+        let cell = self.snapshot.get()?;
+        let client = self.client.clone();
+        let held = cell.get_or_init(|| take_snapshot(client)).await;
+        let mut held = held.lock().ok()?;
+        let snapshot = held.as_ref()?;
+        if snapshot.taken.elapsed() > SNAPSHOT_FRESH {
+            *held = None;
+            return None;
+        }
+        snapshot.kinds.get(gvk).cloned()
+    }
+}
+
+/// Every kind the API server serves, from aggregated discovery; `None` (logged) when that
+/// fails or takes longer than [`SNAPSHOT_TIMEOUT`]: kinds are then asked for one by one.
+async fn take_snapshot(client: Client) -> Mutex<Option<Snapshot>> {
+    let taken = Instant::now();
+    let discovery =
+        tokio::time::timeout(SNAPSHOT_TIMEOUT, Discovery::new(client).run_aggregated()).await;
+    let discovery = match discovery {
+        Ok(Ok(discovery)) => discovery,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "aggregated discovery failed; kinds are resolved one by one");
+            return Mutex::new(None);
+        }
+        Err(_) => {
+            tracing::debug!(
+                timeout_ms = SNAPSHOT_TIMEOUT.as_millis() as u64,
+                "aggregated discovery took too long; kinds are resolved one by one"
+            );
+            return Mutex::new(None);
+        }
+    };
+    let mut kinds = HashMap::new();
+    for group in discovery.groups() {
+        for version in group.versions() {
+            for (resource, caps) in group.versioned_resources(version) {
+                let gvk = GroupVersionKind::gvk(&resource.group, &resource.version, &resource.kind);
+                kinds.entry(gvk).or_insert(Resolved {
+                    resource,
+                    namespaced: caps.scope == Scope::Namespaced,
+                });
+            }
+        }
+    }
+    tracing::debug!(
+        kinds = kinds.len(),
+        ms = taken.elapsed().as_secs_f64() * 1e3,
+        "discovery snapshot taken"
+    );
+    Mutex::new(Some(Snapshot { taken, kinds }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex as StdMutex;
+
+    /// The paths a fake API server was asked for, in order.
+    type Asked = Arc<StdMutex<Vec<String>>>;
+
+    const DATABASE: (&str, &str, &str) = ("demo.wasmop.dev", "v1", "Database");
+    const CONFIGMAP: (&str, &str, &str) = ("", "v1", "ConfigMap");
+    /// Served, but only when asked for by its group version: a CRD installed after the
+    /// snapshot.
+    const WIDGET: (&str, &str, &str) = ("later.example", "v1", "Widget");
+
+    fn gvk((group, version, kind): (&str, &str, &str)) -> GroupVersionKind {
+        GroupVersionKind::gvk(group, version, kind)
+    }
+
+    fn aggregated(group: &str, resource: &str, kind: &str, scope: &str) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "APIGroupDiscoveryList",
+            "apiVersion": "apidiscovery.k8s.io/v2",
+            "metadata": {},
+            "items": [{
+                "metadata": {"name": group},
+                "versions": [{
+                    "version": "v1",
+                    "resources": [{
+                        "resource": resource,
+                        "responseKind": {"group": group, "version": "v1", "kind": kind},
+                        "scope": scope,
+                        "singularResource": kind.to_lowercase(),
+                        "verbs": ["get", "list", "watch"],
+                    }],
+                }],
+            }],
+        })
+    }
+
+    fn resource_list(group_version: &str, resource: &str, kind: &str) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": [{
+                "name": resource,
+                "singularName": kind.to_lowercase(),
+                "namespaced": true,
+                "kind": kind,
+                "verbs": ["get", "list", "watch"],
+            }],
+        })
+    }
+
+    /// A client whose API server serves Databases, ConfigMaps and Widgets, the first two in
+    /// aggregated discovery when `aggregated_discovery`; otherwise it refuses that document's
+    /// media type (406). Any other path is not found.
+    fn client(aggregated_discovery: bool) -> (Client, Asked) {
+        let asked: Asked = Arc::default();
+        let log = asked.clone();
+        let service = tower::service_fn(move |req: hyper::Request<kube::client::Body>| {
+            let log = log.clone();
+            async move {
+                let path = req.uri().path().to_owned();
+                let wants_aggregated = req
+                    .headers()
+                    .get(hyper::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.contains("as=APIGroupDiscoveryList"));
+                log.lock().expect("asked").push(path.clone());
+                let body = match (path.as_str(), wants_aggregated) {
+                    ("/apis", true) if aggregated_discovery => Some(aggregated(
+                        "demo.wasmop.dev",
+                        "databases",
+                        "Database",
+                        "Namespaced",
+                    )),
+                    ("/api", true) if aggregated_discovery => {
+                        Some(aggregated("", "configmaps", "ConfigMap", "Namespaced"))
+                    }
+                    ("/apis/demo.wasmop.dev/v1", false) => {
+                        Some(resource_list("demo.wasmop.dev/v1", "databases", "Database"))
+                    }
+                    ("/api/v1", false) => Some(resource_list("v1", "configmaps", "ConfigMap")),
+                    ("/apis/later.example/v1", false) => {
+                        Some(resource_list("later.example/v1", "widgets", "Widget"))
+                    }
+                    _ => None,
+                };
+                let (status, body) = match body {
+                    Some(body) => (hyper::StatusCode::OK, body),
+                    None => {
+                        let status = if wants_aggregated {
+                            hyper::StatusCode::NOT_ACCEPTABLE
+                        } else {
+                            hyper::StatusCode::NOT_FOUND
+                        };
+                        let code = status.as_u16();
+                        let body = serde_json::json!({
+                            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "code": code, "message": format!("{path}: {code}"),
+                        });
+                        (status, body)
+                    }
+                };
+                let mut response = hyper::Response::new(http_body_util::Full::new(
+                    bytes::Bytes::from(body.to_string()),
+                ));
+                *response.status_mut() = status;
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        (Client::new(service, "default"), asked)
+    }
+
+    fn asked(log: &Asked) -> Vec<String> {
+        log.lock().expect("asked").clone()
+    }
+
+    #[tokio::test]
+    async fn a_prefetched_snapshot_answers_a_start_s_kinds_with_two_requests() {
+        let (client, log) = client(true);
+        let resolver = Resolver::new(client);
+        resolver.prefetch();
+        // Ten controllers starting together, each with its primary and owned kind.
+        let resolves = (0..10).map(|_| {
+            let resolver = resolver.clone();
+            async move {
+                (
+                    resolver.resolve(&gvk(DATABASE)).await,
+                    resolver.resolve(&gvk(CONFIGMAP)).await,
+                )
+            }
+        });
+        for (database, configmap) in futures::future::join_all(resolves).await {
+            let database = database.expect("Database resolves");
+            assert_eq!(database.resource.plural, "databases");
+            assert_eq!(database.resource.api_version, "demo.wasmop.dev/v1");
+            assert!(database.namespaced);
+            let configmap = configmap.expect("ConfigMap resolves");
+            assert_eq!(configmap.resource.plural, "configmaps");
+            assert_eq!(configmap.resource.api_version, "v1");
+        }
+        let mut seen = asked(&log);
+        seen.sort();
+        assert_eq!(seen, ["/api", "/apis"], "only the snapshot's two requests");
+    }
+
+    #[tokio::test]
+    async fn a_kind_the_snapshot_lacks_is_asked_for_by_its_group_version() {
+        let (client, log) = client(true);
+        let resolver = Resolver::new(client);
+        resolver.prefetch();
+        let widget = resolver
+            .resolve(&gvk(WIDGET))
+            .await
+            .expect("Widget resolves");
+        assert_eq!(widget.resource.plural, "widgets");
+        assert!(asked(&log).contains(&"/apis/later.example/v1".to_owned()));
+        // Not served at all: not found, named, and not cached.
+        let missing = resolver
+            .resolve(&gvk(("later.example", "v1", "Gadget")))
+            .await
+            .expect_err("Gadget is not served");
+        assert!(
+            matches!(&missing, ClusterError::NotFound(m) if m.contains("later.example/v1 Gadget")),
+            "{missing:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_aggregated_discovery_kinds_are_asked_for_one_by_one() {
+        let (client, log) = client(false);
+        let resolver = Resolver::new(client);
+        resolver.prefetch();
+        let database = resolver.resolve(&gvk(DATABASE)).await.expect("Database");
+        assert_eq!(database.resource.plural, "databases");
+        let configmap = resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
+        assert_eq!(configmap.resource.plural, "configmaps");
+        let seen = asked(&log);
+        assert!(
+            seen.contains(&"/apis/demo.wasmop.dev/v1".to_owned()),
+            "{seen:?}"
+        );
+        assert!(seen.contains(&"/api/v1".to_owned()), "{seen:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stale_snapshot_is_dropped_and_kinds_are_asked_for_then() {
+        let (client, log) = client(true);
+        let resolver = Resolver::new(client);
+        resolver.prefetch();
+        resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
+        assert!(!asked(&log).contains(&"/api/v1".to_owned()));
+        tokio::time::advance(SNAPSHOT_FRESH + Duration::from_secs(1)).await;
+        resolver.resolve(&gvk(DATABASE)).await.expect("Database");
+        assert!(
+            asked(&log).contains(&"/apis/demo.wasmop.dev/v1".to_owned()),
+            "a kind first asked for after the snapshot went stale is asked for then"
+        );
+        let held = resolver
+            .snapshot
+            .get()
+            .expect("prefetched")
+            .get()
+            .expect("taken");
+        assert!(
+            held.lock().expect("held").is_none(),
+            "the stale snapshot is freed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_resolver_that_was_not_told_to_prefetch_asks_for_each_kind() {
+        let (client, log) = client(true);
+        let resolver = Resolver::new(client);
+        resolver.resolve(&gvk(DATABASE)).await.expect("Database");
+        resolver
+            .resolve(&gvk(DATABASE))
+            .await
+            .expect("Database, cached");
+        assert_eq!(asked(&log), ["/apis/demo.wasmop.dev/v1"]);
     }
 }
