@@ -7,8 +7,9 @@
 //! plugins are read and loaded ([`Resolver::prefetch`]). Without it each plugin's controller
 //! asked for its kinds one group version at a time, after its load, and ten plugins starting
 //! together opened a connection (and a TLS handshake) per concurrent request. The snapshot
-//! answers for [`SNAPSHOT_FRESH`] after it is taken; a kind it does not hold, a snapshot that
-//! failed (an older API server) or one gone stale is asked for on its own, as before.
+//! answers for [`SNAPSHOT_FRESH`] after it is taken and is freed then; a kind it does not
+//! hold, a snapshot that failed (an older API server) or one gone stale is asked for on its
+//! own, as before.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -79,6 +80,11 @@ impl Resolver {
         let client = self.client.clone();
         tokio::spawn(async move {
             cell.get_or_init(|| take_snapshot(client)).await;
+            // Freed once stale even if nothing asks again (a resolve after that frees it too).
+            tokio::time::sleep(SNAPSHOT_FRESH).await;
+            if let Some(Ok(mut held)) = cell.get().map(|held| held.lock()) {
+                *held = None;
+            }
         });
     }
 
@@ -402,6 +408,26 @@ mod tests {
         assert!(
             held.lock().expect("held").is_none(),
             "the stale snapshot is freed"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_snapshot_is_freed_once_stale_though_nothing_asks_again() {
+        let (client, _) = client(true);
+        let resolver = Resolver::new(client);
+        resolver.prefetch();
+        resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
+        let held = resolver
+            .snapshot
+            .get()
+            .expect("prefetched")
+            .get()
+            .expect("taken");
+        assert!(held.lock().expect("held").is_some());
+        tokio::time::sleep(SNAPSHOT_FRESH + Duration::from_secs(1)).await;
+        assert!(
+            held.lock().expect("held").is_none(),
+            "freed by the prefetch task"
         );
     }
 
