@@ -314,15 +314,27 @@ mod tests {
         (Client::new(service, "default"), asked)
     }
 
+    /// A resolver over [`client`] that was told to prefetch.
+    fn prefetched(aggregated_discovery: bool) -> (Resolver, Asked) {
+        let (client, log) = client(aggregated_discovery);
+        let resolver = Resolver::new(client);
+        resolver.prefetch();
+        (resolver, log)
+    }
+
+    /// Whether the resolver still holds a snapshot it took.
+    fn snapshot_held(resolver: &Resolver) -> bool {
+        let taken = resolver.snapshot.get().and_then(|cell| cell.get());
+        taken.is_some_and(|held| held.lock().expect("held").is_some())
+    }
+
     fn asked(log: &Asked) -> Vec<String> {
         log.lock().expect("asked").clone()
     }
 
     #[tokio::test]
     async fn a_prefetched_snapshot_answers_a_start_s_kinds_with_two_requests() {
-        let (client, log) = client(true);
-        let resolver = Resolver::new(client);
-        resolver.prefetch();
+        let (resolver, log) = prefetched(true);
         // Ten controllers starting together, each with its primary and owned kind.
         let resolves = (0..10).map(|_| {
             let resolver = resolver.clone();
@@ -349,9 +361,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_kind_the_snapshot_lacks_is_asked_for_by_its_group_version() {
-        let (client, log) = client(true);
-        let resolver = Resolver::new(client);
-        resolver.prefetch();
+        let (resolver, log) = prefetched(true);
         let widget = resolver
             .resolve(&gvk(WIDGET))
             .await
@@ -371,9 +381,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_aggregated_discovery_kinds_are_asked_for_one_by_one() {
-        let (client, log) = client(false);
-        let resolver = Resolver::new(client);
-        resolver.prefetch();
+        let (resolver, log) = prefetched(false);
         let database = resolver.resolve(&gvk(DATABASE)).await.expect("Database");
         assert_eq!(database.resource.plural, "databases");
         let configmap = resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
@@ -388,9 +396,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stale_snapshot_is_dropped_and_kinds_are_asked_for_then() {
-        let (client, log) = client(true);
-        let resolver = Resolver::new(client);
-        resolver.prefetch();
+        let (resolver, log) = prefetched(true);
         resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
         assert!(!asked(&log).contains(&"/api/v1".to_owned()));
         tokio::time::advance(SNAPSHOT_FRESH + Duration::from_secs(1)).await;
@@ -399,36 +405,16 @@ mod tests {
             asked(&log).contains(&"/apis/demo.wasmop.dev/v1".to_owned()),
             "a kind first asked for after the snapshot went stale is asked for then"
         );
-        let held = resolver
-            .snapshot
-            .get()
-            .expect("prefetched")
-            .get()
-            .expect("taken");
-        assert!(
-            held.lock().expect("held").is_none(),
-            "the stale snapshot is freed"
-        );
+        assert!(!snapshot_held(&resolver), "the stale snapshot is freed");
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_snapshot_is_freed_once_stale_though_nothing_asks_again() {
-        let (client, _) = client(true);
-        let resolver = Resolver::new(client);
-        resolver.prefetch();
+        let (resolver, _) = prefetched(true);
         resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
-        let held = resolver
-            .snapshot
-            .get()
-            .expect("prefetched")
-            .get()
-            .expect("taken");
-        assert!(held.lock().expect("held").is_some());
+        assert!(snapshot_held(&resolver));
         tokio::time::sleep(SNAPSHOT_FRESH + Duration::from_secs(1)).await;
-        assert!(
-            held.lock().expect("held").is_none(),
-            "freed by the prefetch task"
-        );
+        assert!(!snapshot_held(&resolver), "freed by the prefetch task");
     }
 
     #[tokio::test]
