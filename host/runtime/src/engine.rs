@@ -443,6 +443,33 @@ mod tests {
     /// its image pristine in the next instance, and the slot keeps those pages resident
     /// instead of faulting them in again on every call. Unpatched, every run after the 32nd
     /// was decommitted: 10 instances took 3,392 faults here.
+    /// The vendored wasmtime keeps one slot allocator (vendor/README.md): instances of one
+    /// module made one after another on different threads reuse the slot its image is
+    /// mapped in. With one shard per CPU, a thread went to its own shard first and a module
+    /// took a slot in each, every one mapping its image and keeping its dirtied pages.
+    #[test]
+    fn a_module_instantiated_on_many_threads_keeps_one_warm_slot() {
+        let config = RuntimeConfig::default();
+        let engine = Engine::new(&pooling(&config)).expect("pooling engine");
+        let module = many_regions_guest(&engine);
+        for _ in 0..8 {
+            // A new thread each time: threads take their home shard round-robin.
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut store = wasmtime::Store::new(&engine, ());
+                    store.set_epoch_deadline(u64::MAX / 2);
+                    wasmtime::Instance::new(&mut store, &module, &[]).expect("instance");
+                });
+            });
+        }
+        let metrics = engine.pooling_allocator_metrics().expect("pooling metrics");
+        assert_eq!(
+            metrics.unused_warm_memories(),
+            1,
+            "one slot, reused by every thread"
+        );
+    }
+
     #[test]
     #[cfg(target_os = "linux")]
     fn a_slot_reset_keeps_many_dirty_regions_resident_and_restores_them() {

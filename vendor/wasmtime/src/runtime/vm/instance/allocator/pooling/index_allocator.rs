@@ -272,11 +272,14 @@ impl ShardLayout {
 impl ModuleAffinityIndexAllocator {
     /// Create the default state for this strategy.
     pub fn new(capacity: u32, max_unused_warm_slots: u32) -> Result<Self, OutOfMemory> {
-        Self::new_with_shard_count(
-            capacity,
-            max_unused_warm_slots,
-            super::default_shard_count(),
-        )
+        // wasmop: one shard. A thread allocates from its home shard first and
+        // takes any free slot there before looking for one affine to its
+        // module in another shard, so with two shards a module's instances
+        // spread over twice the slots, each mapping the module's memory image
+        // and keeping the pages a call dirtied resident (vendor/README.md).
+        // wasmop's pools hold tens of instances and a call costs tens of
+        // microseconds; one lock is not contended at that rate.
+        Self::new_with_shard_count(capacity, max_unused_warm_slots, 1)
     }
 
     /// Same as [`Self::new`], but with an explicit shard count (which is
