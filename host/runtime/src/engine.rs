@@ -438,11 +438,6 @@ mod tests {
             .expect("number")
     }
 
-    /// The pooling allocator's reset (wasmtime patched in vendor/, see vendor/README.md): a
-    /// guest that dirties more separate runs of pages than one scan buffer holds (32) finds
-    /// its image pristine in the next instance, and the slot keeps those pages resident
-    /// instead of faulting them in again on every call. Unpatched, every run after the 32nd
-    /// was decommitted: 10 instances took 3,392 faults here.
     /// The vendored wasmtime keeps one slot allocator (vendor/README.md): instances of one
     /// module made one after another on different threads reuse the slot its image is
     /// mapped in. With one shard per CPU, a thread went to its own shard first and a module
@@ -470,6 +465,11 @@ mod tests {
         );
     }
 
+    /// The pooling allocator's reset (wasmtime patched in vendor/, see vendor/README.md): a
+    /// guest that dirties more separate runs of pages than one scan buffer holds (32) finds
+    /// its image pristine in the next instance, and the slot keeps those pages resident
+    /// instead of faulting them in again on every call. Unpatched, every run after the 32nd
+    /// was decommitted: 10 instances took 3,392 faults here.
     #[test]
     #[cfg(target_os = "linux")]
     fn a_slot_reset_keeps_many_dirty_regions_resident_and_restores_them() {
