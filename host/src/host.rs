@@ -323,10 +323,9 @@ fn shared(
     leading: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
 ) -> Shared {
-    let resolver = Resolver::new(client.clone());
-    // Taken while the plugins are read and loaded, so that their controllers start as each
-    // load ends rather than after a discovery request of their own.
-    resolver.prefetch();
+    // Discovery's snapshot is taken while the plugins are read and loaded, so that their
+    // controllers start as each load ends rather than after a discovery request of their own.
+    let resolver = Resolver::prefetching(client.clone());
     let events = Arc::new(EventSink::new(client.clone(), metrics.clone()));
     let skipped = Arc::new(Skipped::new(metrics.clone(), Some(events.clone())));
     let watches = Watches::new(client.clone(), skipped);

@@ -4,11 +4,11 @@
 //!
 //! A host prefetches, as it starts, everything the API server serves, with aggregated
 //! discovery (two requests, `/api` and `/apis`; Kubernetes 1.30+, beta from 1.26) while its
-//! plugins are read and loaded ([`Resolver::prefetch`]). Without it each plugin's controller
+//! plugins are read and loaded ([`Resolver::prefetching`]). Without it each plugin's controller
 //! asked for its kinds one group version at a time, after its load, and ten plugins starting
 //! together opened a connection (and a TLS handshake) per concurrent request. The snapshot
 //! answers for [`SNAPSHOT_FRESH`] after it is taken and is freed then; a kind it does not
-//! hold, a snapshot that failed (an older API server) or one gone stale is asked for on its
+//! hold, or any kind when it failed (an older API server) or was freed, is asked for on its
 //! own, as before.
 
 use std::collections::HashMap;
@@ -19,7 +19,6 @@ use kube::Client;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{Discovery, Scope};
 use tokio::sync::OnceCell;
-use tokio::time::Instant;
 
 use super::errors::retrying;
 use wasmop_core::cluster::ClusterError;
@@ -41,51 +40,49 @@ const SNAPSHOT_FRESH: Duration = Duration::from_secs(30);
 /// How long a start waits for the snapshot before its kinds are asked for one by one.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Every kind the API server served when the snapshot was taken.
-struct Snapshot {
-    taken: Instant,
-    kinds: HashMap<GroupVersionKind, Resolved>,
-}
+/// Every kind the API server served when the snapshot was taken, by kind.
+type Kinds = HashMap<GroupVersionKind, Resolved>;
 
-/// The snapshot: set once, by the first of the prefetch and the resolves waiting for it to
-/// finish; `None` inside when discovery failed, and taken out (freeing it) once stale.
-type Prefetched = OnceCell<Mutex<Option<Snapshot>>>;
+/// The snapshot: set once, by the prefetch task or a resolve that found it under way; `None`
+/// inside when discovery failed, and once stale (freed).
+type Snapshot = OnceCell<Mutex<Option<Kinds>>>;
 
 /// A caching GVK resolver. Cheap to clone.
 #[derive(Clone)]
 pub struct Resolver {
     client: Client,
     cache: Arc<RwLock<HashMap<GroupVersionKind, Resolved>>>,
-    /// Present once [`Resolver::prefetch`] was called.
-    snapshot: Arc<std::sync::OnceLock<Arc<Prefetched>>>,
+    /// The start's snapshot, for a resolver made by [`Resolver::prefetching`].
+    snapshot: Option<Arc<Snapshot>>,
 }
 
 impl Resolver {
-    /// A resolver asking `client`'s API server.
+    /// A resolver asking `client`'s API server, kind by kind.
     pub fn new(client: Client) -> Self {
         Self {
             client,
             cache: Arc::default(),
-            snapshot: Arc::default(),
+            snapshot: None,
         }
     }
 
-    /// Starts taking the snapshot of every served kind in the background; resolves made
-    /// while it is under way wait for it (up to [`SNAPSHOT_TIMEOUT`]). Once per resolver.
-    pub fn prefetch(&self) {
-        let cell = Arc::new(Prefetched::new());
-        if self.snapshot.set(cell.clone()).is_err() {
-            return;
-        }
-        let client = self.client.clone();
+    /// A resolver that starts taking the snapshot of every served kind in the background;
+    /// resolves made while it is under way wait for it (up to [`SNAPSHOT_TIMEOUT`]). The
+    /// snapshot is freed [`SNAPSHOT_FRESH`] after it is taken.
+    pub fn prefetching(client: Client) -> Self {
+        let snapshot = Arc::new(Snapshot::new());
+        let (held, asking) = (snapshot.clone(), client.clone());
         tokio::spawn(async move {
-            cell.get_or_init(|| take_snapshot(client)).await;
-            // Freed once stale even if nothing asks again (a resolve after that frees it too).
+            held.get_or_init(|| take_snapshot(asking)).await;
             tokio::time::sleep(SNAPSHOT_FRESH).await;
-            if let Some(Ok(mut held)) = cell.get().map(|held| held.lock()) {
-                *held = None;
+            if let Some(Ok(mut kinds)) = held.get().map(Mutex::lock) {
+                *kinds = None;
             }
         });
+        Self {
+            snapshot: Some(snapshot),
+            ..Self::new(client)
+        }
     }
 
     /// Resolves `gvk`.
@@ -144,25 +141,22 @@ impl Resolver {
     }
 
     /// `gvk` as the start's snapshot has it, waiting for the snapshot if it is being taken;
-    /// `None` without a snapshot, or once it is stale (then it is dropped).
+    /// `None` without a snapshot, or once it is freed.
     async fn snapshotted(&self, gvk: &GroupVersionKind) -> Option<Resolved> {
-        let cell = self.snapshot.get()?;
         let client = self.client.clone();
-        let held = cell.get_or_init(|| take_snapshot(client)).await;
-        let mut held = held.lock().ok()?;
-        let snapshot = held.as_ref()?;
-        if snapshot.taken.elapsed() > SNAPSHOT_FRESH {
-            *held = None;
-            return None;
-        }
-        snapshot.kinds.get(gvk).cloned()
+        let kinds = self
+            .snapshot
+            .as_ref()?
+            .get_or_init(|| take_snapshot(client))
+            .await;
+        kinds.lock().ok()?.as_ref()?.get(gvk).cloned()
     }
 }
 
 /// Every kind the API server serves, from aggregated discovery; `None` (logged) when that
 /// fails or takes longer than [`SNAPSHOT_TIMEOUT`]: kinds are then asked for one by one.
-async fn take_snapshot(client: Client) -> Mutex<Option<Snapshot>> {
-    let taken = Instant::now();
+async fn take_snapshot(client: Client) -> Mutex<Option<Kinds>> {
+    let taken = std::time::Instant::now();
     let discovery =
         tokio::time::timeout(SNAPSHOT_TIMEOUT, Discovery::new(client).run_aggregated()).await;
     let discovery = match discovery {
@@ -196,7 +190,7 @@ async fn take_snapshot(client: Client) -> Mutex<Option<Snapshot>> {
         ms = taken.elapsed().as_secs_f64() * 1e3,
         "discovery snapshot taken"
     );
-    Mutex::new(Some(Snapshot { taken, kinds }))
+    Mutex::new(Some(kinds))
 }
 
 #[cfg(test)]
@@ -314,18 +308,19 @@ mod tests {
         (Client::new(service, "default"), asked)
     }
 
-    /// A resolver over [`client`] that was told to prefetch.
+    /// A prefetching resolver over [`client`].
     fn prefetched(aggregated_discovery: bool) -> (Resolver, Asked) {
         let (client, log) = client(aggregated_discovery);
-        let resolver = Resolver::new(client);
-        resolver.prefetch();
-        (resolver, log)
+        (Resolver::prefetching(client), log)
     }
 
     /// Whether the resolver still holds a snapshot it took.
     fn snapshot_held(resolver: &Resolver) -> bool {
-        let taken = resolver.snapshot.get().and_then(|cell| cell.get());
-        taken.is_some_and(|held| held.lock().expect("held").is_some())
+        let taken = resolver
+            .snapshot
+            .as_ref()
+            .and_then(|snapshot| snapshot.get());
+        taken.is_some_and(|kinds| kinds.lock().expect("kinds").is_some())
     }
 
     fn asked(log: &Asked) -> Vec<String> {
@@ -395,30 +390,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_stale_snapshot_is_dropped_and_kinds_are_asked_for_then() {
+    async fn a_stale_snapshot_is_freed_and_kinds_are_asked_for_then() {
         let (resolver, log) = prefetched(true);
         resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
         assert!(!asked(&log).contains(&"/api/v1".to_owned()));
-        tokio::time::advance(SNAPSHOT_FRESH + Duration::from_secs(1)).await;
+        assert!(snapshot_held(&resolver));
+        // Nothing asks meanwhile: the prefetch task frees it on its own.
+        tokio::time::sleep(SNAPSHOT_FRESH + Duration::from_secs(1)).await;
+        assert!(!snapshot_held(&resolver), "the stale snapshot is freed");
         resolver.resolve(&gvk(DATABASE)).await.expect("Database");
         assert!(
             asked(&log).contains(&"/apis/demo.wasmop.dev/v1".to_owned()),
             "a kind first asked for after the snapshot went stale is asked for then"
         );
-        assert!(!snapshot_held(&resolver), "the stale snapshot is freed");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_snapshot_is_freed_once_stale_though_nothing_asks_again() {
-        let (resolver, _) = prefetched(true);
-        resolver.resolve(&gvk(CONFIGMAP)).await.expect("ConfigMap");
-        assert!(snapshot_held(&resolver));
-        tokio::time::sleep(SNAPSHOT_FRESH + Duration::from_secs(1)).await;
-        assert!(!snapshot_held(&resolver), "freed by the prefetch task");
     }
 
     #[tokio::test]
-    async fn a_resolver_that_was_not_told_to_prefetch_asks_for_each_kind() {
+    async fn a_resolver_made_with_new_asks_for_each_kind() {
         let (client, log) = client(true);
         let resolver = Resolver::new(client);
         resolver.resolve(&gvk(DATABASE)).await.expect("Database");
