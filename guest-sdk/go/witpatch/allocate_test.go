@@ -1,7 +1,7 @@
 //go:build wasmop_witpatch
 
-// The alignment fix guest-sdk/go/build applies to wit-bindgen-go 0.63's runtime package:
-// setup copies this test beside the patched runtime.go, and the test suite runs it
+// The alignment fix and the reserve guest-sdk/go/build adds to wit-bindgen-go 0.63's runtime
+// package (witpatch/changes.py): setup copies this test beside the patched runtime.go, and the test suite runs it
 // (`go test -tags wasmop_witpatch` in that copy; tests/go/tests/toolchain.rs).
 package runtime
 
@@ -32,5 +32,34 @@ func TestAllocateRoundsAnUnalignedSizeUpToItsAlignment(t *testing.T) {
 	}
 	if Allocate(&pinner, 0, 8) != nil {
 		t.Fatal("size 0 allocates nothing")
+	}
+}
+
+// The reserve (RESERVE in changes.py): cabiRealloc's sbrk path hands out blocks of it, each
+// aligned, none overlapping, until a block no longer fits; natively there is no sbrk to
+// fall back on, so that block is nil (on wasm it comes from sbrk).
+func TestPastHeapTakesAlignedBlocksOfTheReserveUntilItIsSpent(t *testing.T) {
+	if runtime.GOARCH == "wasm" {
+		t.Skip("the reserve is sbrk's there, taken by init")
+	}
+	backing := make([]uint64, reserveSize/8)
+	reserve, reserveUsed = unsafe.Pointer(unsafe.SliceData(backing)), 1 // a misaligned start
+	defer func() { reserve, reserveUsed = nil, 0 }()
+	base := uintptr(reserve)
+	var last uintptr = base + 1
+	for _, c := range []struct{ size, align uintptr }{{100, 8}, {3, 1}, {64 << 10, 16}, {8, 4}} {
+		p := uintptr(pastHeap(c.size, c.align))
+		if p == 0 || p%c.align != 0 || p < last || p+c.size > base+reserveSize {
+			t.Fatalf("size %d align %d: %#x (reserve %#x..%#x, last block ended at %#x)",
+				c.size, c.align, p, base, base+reserveSize, last)
+		}
+		last = p + c.size
+	}
+	if p := pastHeap(reserveSize/2, 8); p != nil {
+		t.Fatalf("a block past the reserve's end: %p", p)
+	}
+	// What is left still serves a block that fits.
+	if p := uintptr(pastHeap(8, 8)); p == 0 || p+8 > base+reserveSize {
+		t.Fatalf("the reserve's rest: %#x", p)
 	}
 }

@@ -1,4 +1,4 @@
-"""What wasmop changes in wit-bindgen-go 0.63's Go: three changes to the copy of its runtime
+"""What wasmop changes in wit-bindgen-go 0.63's Go: four changes to the copy of its runtime
 package (`go.bytecodealliance.org/pkg/wit/runtime`) that `guest-sdk/go/build --setup` makes,
 and one file the build adds to each generated main package. guest-sdk/go/README.md says why
 each is there and what it measured; `allocate_test.go` beside this file is copied in with the
@@ -74,6 +74,65 @@ func init() {
 # takes and gives back. The runtime package's init (REALLOCATING above) fills its own pinner
 # and the cache; the main package's (PINNERS, a generated file) runs after it, moves the
 # cached pinner into syncExportPinner and fills the cache again.
+# The reserve, which pre-initialisation makes worth having: a call's first allocation sets the
+# WASI adapter up (above), and what the adapter allocates then, its state and its stack, took
+# sbrk's path, which grew linear memory past the snapshot's size by two 64 KiB pages in every
+# call. The host then made those pages accessible as the call grew into them and inaccessible
+# again before the slot's next instance (three `mprotect` calls a call, each with a TLB
+# shootdown). The runtime package's init takes that much past the heap before the snapshot, and
+# the sbrk path hands it out first, so a call runs in the memory its instance starts with;
+# anything beyond the reserve still comes from sbrk.
+UNRESERVED = """\t} else {
+\t\talignedSize := newSize + offset(newSize, align)
+\t\tunaligned := sbrk(alignedSize)
+\t\toff := offset(uintptr(unaligned), align)
+\t\treturn unsafe.Add(unaligned, off)
+\t}
+"""
+RESERVED = """\t} else {
+\t\treturn pastHeap(newSize, align)
+\t}
+"""
+RESERVE = """
+// wasmop: memory past the heap, taken before the snapshot, for what cabiRealloc's sbrk path
+// allocates in a call (the WASI adapter's state and stack, as it sets itself up in each
+// fresh instance): the call then grows no linear memory. Go's garbage collector ignores a
+// pointer outside its heap. See RESERVE in guest-sdk/go/witpatch/changes.py.
+var reserve unsafe.Pointer
+var reserveUsed uintptr
+
+// wasmop: what the adapter takes (wasi-preview1-component-adapter-provider 48.0.1: two
+// blocks, within two 64 KiB pages).
+const reserveSize = 128 << 10
+
+func init() {
+\t// runtime.sbrk is wasm's (and plan9's): natively, where the package's tests run, the
+\t// constant condition leaves no reference to it.
+\tif runtime.GOARCH == "wasm" {
+\t\treserve = sbrk(reserveSize)
+\t}
+}
+
+// pastHeap is size bytes aligned to align, outside Go's heap: from the reserve while it
+// lasts, then from sbrk.
+func pastHeap(size, align uintptr) unsafe.Pointer {
+\tif reserve != nil {
+\t\tstart := reserveUsed + offset(uintptr(reserve)+reserveUsed, align)
+\t\tif start <= reserveSize && size <= reserveSize-start {
+\t\t\treserveUsed = start + size
+\t\t\treturn unsafe.Add(reserve, start)
+\t\t}
+\t}
+\tif runtime.GOARCH != "wasm" {
+\t\treturn nil
+\t}
+\tunaligned := sbrk(size + align - 1)
+\tif unaligned == nil {
+\t\treturn nil
+\t}
+\treturn unsafe.Add(unaligned, offset(uintptr(unaligned), align))
+}
+"""
 EXPORT_PINNER = "var syncExportPinner = runtime.Pinner{}\n"
 PINNERS = """package main
 
@@ -96,7 +155,9 @@ func init() {
 RUNTIME_CHANGES = (
     (UNALIGNED, ALIGNED, "the allocateRaw check the alignment fix"),
     (UNGUARDED, GUARDED, "the cabiRealloc the re-entrancy fix"),
-    (PINNER, REALLOCATING, "the pinner declaration the re-entrancy fix and the pinners follow"),
+    (PINNER, REALLOCATING + RESERVE,
+     "the pinner declaration the re-entrancy fix, the pinners and the reserve follow"),
+    (UNRESERVED, RESERVED, "cabiRealloc's sbrk path the reserve"),
 )
 
 
@@ -121,5 +182,5 @@ def main_package_file(exports: str) -> str:
 
 def fix_digest() -> str:
     """Names the patched runtime package's directory content: the fixes and the test."""
-    return hashlib.sha256((ALIGNED + GUARDED + REALLOCATING).encode()
+    return hashlib.sha256((ALIGNED + GUARDED + REALLOCATING + RESERVE + RESERVED).encode()
                           + ALLOCATE_TEST.read_bytes()).hexdigest()[:12]

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use wasmop_core::cluster::{GroupVersionKind, ObjectRef};
 use wasmop_offline::memory::MemoryCluster;
 use wasmop_runtime::{
-    Action, AllocatorChoice, Budget, Call, Compiler, Limits, LoadOptions, Outcome, Plugin,
-    PluginErrorKind, Request, Runtime, RuntimeConfig,
+    Action, AllocatorChoice, Budget, Call, CallReport, Compiler, Limits, LoadOptions, Outcome,
+    Plugin, PluginErrorKind, Request, Runtime, RuntimeConfig,
 };
 
 /// Each attack (the target's name) the hostile plugin knows.
@@ -293,6 +293,18 @@ fn target(name: &str) -> Value {
 
 /// One reconcile of the Go `database-config`, checked for its ConfigMap and status.
 async fn healthy_call(plugin: &Plugin, name: &str, port: u16) {
+    let report = reconcile_database(plugin, name, port).await;
+    assert_eq!(
+        report.outcome,
+        Outcome::Action(Action::Done),
+        "{}",
+        report.outcome
+    );
+}
+
+/// The call report of one reconcile of the Go `database-config`, its ConfigMap and status
+/// checked when it ended in Done.
+async fn reconcile_database(plugin: &Plugin, name: &str, port: u16) -> CallReport {
     let object = json!({
         "apiVersion": "demo.wasmop.dev/v1", "kind": "Database",
         "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}"), "generation": 1},
@@ -300,11 +312,10 @@ async fn healthy_call(plugin: &Plugin, name: &str, port: u16) {
     });
     let cluster = seeded(&object);
     let request = Request::for_object(object.clone()).expect("identifiable");
-    let outcome = plugin
-        .call(cluster.clone(), Call::reconcile(request))
-        .await
-        .outcome;
-    assert_eq!(outcome, Outcome::Action(Action::Done), "{outcome}");
+    let report = plugin.call(cluster.clone(), Call::reconcile(request)).await;
+    if report.outcome != Outcome::Action(Action::Done) {
+        return report;
+    }
     let config_map = ObjectRef::new(
         GroupVersionKind::gvk("", "v1", "ConfigMap"),
         Some("shop".into()),
@@ -319,6 +330,48 @@ async fn healthy_call(plugin: &Plugin, name: &str, port: u16) {
         .object(&ObjectRef::of(&object).expect("ref"))
         .expect("the Database");
     assert_eq!(stored["status"]["observedGeneration"], 1, "{stored}");
+    report
+}
+
+/// The initial size in bytes of the one linear memory a Go component defines (Go's).
+fn initial_memory(component: &[u8]) -> u64 {
+    let mut initial = Vec::new();
+    for payload in wasmparser::Parser::new(0).parse_all(component) {
+        if let wasmparser::Payload::MemorySection(memories) = payload.expect("a valid component") {
+            for memory in memories {
+                initial.push(memory.expect("a memory type").initial);
+            }
+        }
+    }
+    assert_eq!(initial.len(), 1, "one memory, Go's: {initial:?}");
+    initial[0] * (64 << 10)
+}
+
+/// A reconcile runs in the linear memory its instance starts with. The pre-initialised
+/// snapshot leaves free heap (guest-sdk/go/headroom.go) and memory past it for the WASI
+/// adapter, which sets itself up in every fresh instance (RESERVE in
+/// guest-sdk/go/witpatch/changes.py). Growing, the call made the host make pages accessible,
+/// and inaccessible again before the slot's next instance: three `mprotect` calls a
+/// reconcile, until the reserve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_reconcile_runs_in_the_memory_its_instance_starts_with() {
+    let wasm = wasmop_go_plugins::component("database-config");
+    let initial = initial_memory(&std::fs::read(&wasm).expect("the component"));
+    let rt = runtime(&wasmop_go_plugins::out_dir().join("artefacts/hostile"));
+    let plugin = load(&rt, &wasm).await;
+    for (name, port) in [("orders", 5432), ("billing", 3306)] {
+        let report = reconcile_database(&plugin, name, port).await;
+        assert_eq!(
+            report.outcome,
+            Outcome::Action(Action::Done),
+            "{}",
+            report.outcome
+        );
+        assert_eq!(
+            report.usage.memory_peak, initial,
+            "{name}: the call grew linear memory past its initial {initial} bytes"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,8 @@
 //! The Go SDK's own checks, run natively by `cargo test -p wasmop-go-plugins` (so by
 //! `./dev test`): `go vet` and `go test` of the SDK (`guest-sdk/go`: its unit tests run
 //! reconcilers over a fake host) and of every Go plugin, `go vet` of the test plugin; and
-//! the test of the alignment fix in the copy of wit-bindgen's Go runtime package that
-//! `./dev setup` patched (`guest-sdk/go/witpatch/allocate_test.go`).
+//! the tests of the alignment fix and the reserve in the copy of wit-bindgen's Go runtime
+//! package that `./dev setup` patched (`guest-sdk/go/witpatch/allocate_test.go`).
 
 use std::path::Path;
 use std::process::Command;
@@ -48,11 +48,12 @@ fn every_go_plugin_vets_and_passes_its_tests_and_the_test_plugin_vets() {
     go(&root.join("tests/go/panicky"), &["vet", "./..."]);
 }
 
-/// The alignment fix `./dev setup` applies to wit-bindgen-go 0.63's runtime package: an
+/// The tests of the changes `./dev setup` makes to wit-bindgen-go 0.63's runtime package: an
 /// allocation whose size is not a multiple of its alignment (describe's return area, 92
-/// bytes aligned to 8) is rounded up instead of panicking.
+/// bytes aligned to 8) is rounded up instead of panicking; the reserve past the heap hands
+/// out aligned, disjoint blocks until it is spent.
 #[test]
-fn the_patched_wit_runtime_rounds_allocations_up_to_their_alignment() {
+fn the_patched_wit_runtime_aligns_allocations_and_hands_out_its_reserve() {
     let tools = wasmop_go_plugins::tools();
     let pkg = tools
         .last()
