@@ -101,8 +101,8 @@ RESERVE = """
 var reserve unsafe.Pointer
 var reserveUsed uintptr
 
-// wasmop: what the adapter takes (wasi-preview1-component-adapter-provider 48.0.1: two
-// blocks, within two 64 KiB pages).
+// wasmop: what the adapter takes (wasi-preview1-component-adapter-provider 48.0.1: its
+// state and stack fit two 64 KiB pages; with a 64 KiB reserve a call still grew memory).
 const reserveSize = 128 << 10
 
 func init() {
