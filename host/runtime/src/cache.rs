@@ -308,10 +308,16 @@ pub(super) fn read_verified(
     loaded.map(Some).map_err(Unusable::Engine)
 }
 
-/// Writes `bytes` to `artefact` in `dir` (created if missing) through a temporary file and a
-/// rename, after its checksum file, so a reader never sees a half-written artefact with a
-/// valid checksum. Removes an older wasmop's checksum file of the same artefact. On failure,
-/// the path that could not be written.
+/// Numbers the writes of this process, so that each has a temporary file of its own: two
+/// writes of one artefact at once (two runtimes in one process, as in a test binary, or two
+/// loads of one component) shared the process's one name, and one could rename the file the
+/// other was still writing.
+static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Writes `bytes` to `artefact` in `dir` (created if missing) through a temporary file of its
+/// own and a rename, after its checksum file, so a reader never sees a half-written artefact
+/// with a valid checksum. Removes an older wasmop's checksum file of the same artefact. On
+/// failure, the path that could not be written (and no temporary file left behind).
 pub(super) fn write_with_checksum(
     dir: &Path,
     artefact: &Path,
@@ -325,11 +331,19 @@ pub(super) fn write_with_checksum(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{write}", std::process::id()));
     let checksum = checksum_path(artefact);
-    std::fs::write(&tmp, bytes).map_err(fail(&tmp))?;
-    std::fs::write(&checksum, Checksum::of(bytes).render()).map_err(fail(&checksum))?;
-    std::fs::rename(&tmp, artefact).map_err(fail(artefact))?;
+    let written = std::fs::write(&tmp, bytes)
+        .map_err(fail(&tmp))
+        .and_then(|()| {
+            std::fs::write(&checksum, Checksum::of(bytes).render()).map_err(fail(&checksum))
+        })
+        .and_then(|()| std::fs::rename(&tmp, artefact).map_err(fail(artefact)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
     let old = old_checksum_path(artefact);
     match std::fs::remove_file(&old) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err((old, e)),
@@ -410,6 +424,37 @@ mod tests {
                 .expect("stored");
             assert!(self.load().is_some(), "the rebuilt entry is used");
         }
+    }
+
+    /// Writes of one artefact at once in one process each go through a temporary file of
+    /// their own: every one succeeds, the artefact left is whole and verifies, and no
+    /// temporary file is left behind.
+    #[test]
+    fn writes_of_one_artefact_at_once_each_succeed_and_leave_it_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let artefact = dir.path().join("abc.cwasm");
+        let bytes: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    write_with_checksum(dir.path(), &artefact, &bytes)
+                        .unwrap_or_else(|(path, e)| panic!("{}: {e}", path.display()));
+                });
+            }
+        });
+        assert_eq!(std::fs::read(&artefact).expect("the artefact"), bytes);
+        let expected = std::fs::read_to_string(checksum_path(&artefact)).expect("its checksum");
+        let expected = Checksum::parse(&expected).expect("a checksum");
+        assert_eq!(
+            file_checksum(&artefact, expected.len).expect("read"),
+            expected
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("the directory")
+            .map(|e| e.expect("an entry").file_name())
+            .filter(|n| n.to_string_lossy().contains(".tmp-"))
+            .collect();
+        assert!(left.is_empty(), "temporary files left: {left:?}");
     }
 
     /// A big component, compiled apart, is written as the scratch engine serialized it (not
