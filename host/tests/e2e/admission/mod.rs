@@ -175,8 +175,13 @@ async fn a_plugin_refuses_a_bad_database_and_defaults_a_good_one_through_the_api
         confined_to.values.as_deref(),
         Some(&[env.namespace().to_owned()][..])
     );
+    // The host writes the validating configuration, then the mutating one: wait for it too.
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(env.client());
-    let m = mutating.get(&name).await.unwrap();
+    let m = env
+        .wait_for(&mutating, &name, "to be created", PATIENCE, |c| c.is_some())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         m.webhooks.unwrap()[0].failure_policy.as_deref(),
         Some("Ignore")
