@@ -1,8 +1,9 @@
 //go:build wasmop_witpatch
 
-// The alignment fix and the reserve guest-sdk/go/build adds to wit-bindgen-go 0.63's runtime
-// package (witpatch/changes.py): setup copies this test beside the patched runtime.go, and the test suite runs it
-// (`go test -tags wasmop_witpatch` in that copy; tests/go/tests/toolchain.rs).
+// The alignment fix and the reserve guest-sdk/go/build adds to wit-bindgen-go 0.63's
+// runtime package (witpatch/changes.py): setup copies this test beside the patched
+// runtime.go, and the test suite runs it (`go test -tags wasmop_witpatch` in that copy;
+// tests/go/tests/sdk.rs).
 package runtime
 
 import (

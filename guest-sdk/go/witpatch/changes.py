@@ -60,20 +60,6 @@ func init() {
 }
 """
 
-# The pinners, filled before the snapshot. wit-bindgen-go's code pins on three kinds of
-# runtime.Pinner: the runtime package's (each block cabi_realloc hands the host), the main
-# package's syncExportPinner (an export's results), and a new one in each import's wrapper
-# (every string a host call takes). The first Pin of a Pinner with none of its own takes the
-# one Go's runtime caches per P, or allocates one and sets a finalizer on it, and an Unpin
-# gives it back to the cache only if the cache is empty. In a pre-initialised module, every
-# call starts from the snapshot, where no Pinner had been used: each call allocated two or
-# three, one per kind, each with its finalizer (`SetFinalizer` alone took 1.2 % of a
-# database-config call; guest-sdk/go/README.md has the measurement). Filled before the
-# snapshot, the two long-lived Pinners keep
-# theirs (an Unpin into a full cache keeps it) and the cache holds the one every wrapper
-# takes and gives back. The runtime package's init (REALLOCATING above) fills its own pinner
-# and the cache; the main package's (PINNERS, a generated file) runs after it, moves the
-# cached pinner into syncExportPinner and fills the cache again.
 # The reserve, which pre-initialisation makes worth having: a call's first allocation sets the
 # WASI adapter up (above), and what the adapter allocates then, its state and its stack, took
 # sbrk's path, which grew linear memory past the snapshot's size by two 64 KiB pages in every
@@ -133,6 +119,21 @@ func pastHeap(size, align uintptr) unsafe.Pointer {
 \treturn unsafe.Add(unaligned, offset(uintptr(unaligned), align))
 }
 """
+
+# The pinners, filled before the snapshot. wit-bindgen-go's code pins on three kinds of
+# runtime.Pinner: the runtime package's (each block cabi_realloc hands the host), the main
+# package's syncExportPinner (an export's results), and a new one in each import's wrapper
+# (every string a host call takes). The first Pin of a Pinner with none of its own takes the
+# one Go's runtime caches per P, or allocates one and sets a finalizer on it, and an Unpin
+# gives it back to the cache only if the cache is empty. In a pre-initialised module, every
+# call starts from the snapshot, where no Pinner had been used: each call allocated two or
+# three, one per kind, each with its finalizer (`SetFinalizer` alone took 1.2 % of a
+# database-config call; guest-sdk/go/README.md has the measurement). Filled before the
+# snapshot, the two long-lived Pinners keep
+# theirs (an Unpin into a full cache keeps it) and the cache holds the one every wrapper
+# takes and gives back. The runtime package's init (REALLOCATING above) fills its own pinner
+# and the cache; the main package's (PINNERS, a generated file) runs after it, moves the
+# cached pinner into syncExportPinner and fills the cache again.
 EXPORT_PINNER = "var syncExportPinner = runtime.Pinner{}\n"
 PINNERS = """package main
 
@@ -182,5 +183,5 @@ def main_package_file(exports: str) -> str:
 
 def fix_digest() -> str:
     """Names the patched runtime package's directory content: the fixes and the test."""
-    return hashlib.sha256((ALIGNED + GUARDED + REALLOCATING + RESERVE + RESERVED).encode()
-                          + ALLOCATE_TEST.read_bytes()).hexdigest()[:12]
+    made = "".join(new for _, new, _ in RUNTIME_CHANGES)
+    return hashlib.sha256(made.encode() + ALLOCATE_TEST.read_bytes()).hexdigest()[:12]
