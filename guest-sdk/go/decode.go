@@ -33,17 +33,13 @@ func decode(src source, into any, denyUnknown bool) error {
 		v := rv.Elem()
 		tm := v.Field(h.typeMeta).Addr().Interface().(*TypeMeta)
 		om := v.Field(h.objectMeta).Addr().Interface().(*ObjectMeta)
-		if rest, ok := splitHead(src, tm, om); ok && json.Unmarshal(rest, into) == nil {
+		if rest, m, ok := splitHead(src, tm, om); ok && json.Unmarshal(rest, into) == nil {
 			if denyUnknown {
 				return check(t, data, "", true)
 			}
 			// The metadata has nothing left to check: its one type with required keys,
 			// OwnerReference, was scanned only with each of them.
 			if !needsCheck(t) {
-				return nil
-			}
-			m, ok := members(data)
-			if !ok {
 				return nil
 			}
 			return checkMembers(cachedFields(t), m, "", false, &field{key: "metadata", typ: objectMetaType})
@@ -212,50 +208,67 @@ func members(data []byte) (objectText, bool) {
 // type, or text that does not scan) or when f stopped it. The key is a slice of data when it
 // has no escapes: f must not keep it.
 func eachMember(data []byte, f func(key, value []byte) bool) bool {
+	return scanMembers(data, nil, f) >= 0
+}
+
+// scanMembers is eachMember answering the index after the object's closing brace (-1 where
+// eachMember answers false), with text allowed after it. take, when not nil, may scan a
+// member's value itself instead of f: given the key and the text from the value's first byte
+// on, it answers the value's length, 0 to leave the value to f, or -1 to stop. A value too
+// big to read twice (an object's metadata) is then read once: skipValue to find its end for
+// f, and f's scan again, walked it twice.
+func scanMembers(data []byte, take func(key, rest []byte) int, f func(key, value []byte) bool) int {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
-		return false
+		return -1
 	}
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
-		return true
+		return i + 1
 	}
 	for i < len(data) {
 		end := skipString(data, i)
 		if end < 0 {
-			return false
+			return -1
 		}
 		key := data[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			k, ok := unquote(data[i:end])
 			if !ok {
-				return false
+				return -1
 			}
 			key = []byte(k)
 		}
 		i = skipSpace(data, end)
 		if i >= len(data) || data[i] != ':' {
-			return false
+			return -1
 		}
 		start := skipSpace(data, i+1)
-		end = skipValue(data, start)
-		if end < 0 || !f(key, data[start:end]) {
-			return false
+		n := 0
+		if take != nil {
+			if n = take(key, data[start:]); n < 0 {
+				return -1
+			}
+		}
+		if n > 0 {
+			end = start + n
+		} else if end = skipValue(data, start); end < 0 || !f(key, data[start:end]) {
+			return -1
 		}
 		i = skipSpace(data, end)
 		if i >= len(data) {
-			return false
+			return -1
 		}
 		switch data[i] {
 		case '}':
-			return true
+			return i + 1
 		case ',':
 			i = skipSpace(data, i+1)
 		default:
-			return false
+			return -1
 		}
 	}
-	return false
+	return -1
 }
 
 // elements splits the JSON array text data into its elements' text; false for text that is

@@ -20,25 +20,43 @@ import (
 // Decode reads the whole text with encoding/json anyway.
 func scanRaw(src source, o *RawObject) bool {
 	var seen [3]bool
-	return eachMember(src.b, func(key, value []byte) bool {
-		_, ok := scanHead(src, key, value, &o.TypeMeta, &o.ObjectMeta, &seen)
+	return scanMembers(src.b, takeMetadata(src, &o.ObjectMeta, &seen, nil), func(key, value []byte) bool {
+		_, ok := scanHead(src, key, value, &o.TypeMeta, &seen)
 		return ok
-	})
+	}) >= 0
 }
 
-// scanHead decodes one member of an object's text when its key is apiVersion, kind or
-// metadata (head is then true), as scanRaw says; ok is false where encoding/json would
-// answer otherwise: such a key given twice (seen), a value it cannot take, or another key
-// that matches one of them but for case.
-func scanHead(src source, key, value []byte, t *TypeMeta, meta *ObjectMeta, seen *[3]bool) (head, ok bool) {
+// takeMetadata is scanMembers's take for an object's members: it scans metadata into meta
+// where the value starts (each key but metadata it leaves to scanHead), records the member
+// in *all when all is not nil, and stops on metadata given twice or not scanned.
+func takeMetadata(src source, meta *ObjectMeta, seen *[3]bool, all *objectText) func(key, rest []byte) int {
+	return func(key, rest []byte) int {
+		if string(key) != "metadata" {
+			return 0
+		}
+		n := scanObjectMetaAt(src, rest, meta)
+		if n < 0 || seen[2] {
+			return -1
+		}
+		seen[2] = true
+		if all != nil {
+			*all = append(*all, member{"metadata", rest[:n]})
+		}
+		return n
+	}
+}
+
+// scanHead decodes one member of an object's text when its key is apiVersion or kind (head
+// is then true; takeMetadata scans metadata), as scanRaw says; ok is false where
+// encoding/json would answer otherwise: such a key given twice (seen), a value it cannot
+// take, or another key that matches apiVersion, kind or metadata but for case.
+func scanHead(src source, key, value []byte, t *TypeMeta, seen *[3]bool) (head, ok bool) {
 	i := -1
 	switch string(key) {
 	case "apiVersion":
 		i, ok = 0, scanString(src, value, &t.APIVersion)
 	case "kind":
 		i, ok = 1, scanString(src, value, &t.Kind)
-	case "metadata":
-		i, ok = 2, scanObjectMeta(src, value, meta)
 	default:
 		return false, !foldsTo(key, "apiVersion", "kind", "metadata")
 	}
@@ -49,16 +67,20 @@ func scanHead(src source, key, value []byte, t *TypeMeta, meta *ObjectMeta, seen
 
 // splitHead is scanRaw into t and meta, which answers the text of the object's other
 // members too, as an object of its own ("{}" when there are none), for encoding/json to
-// decode: for JSON text, scanning the head and decoding the rest leaves a zero value of a
-// type with the head's shape (headOf) as json.Unmarshal of the whole text would, or
-// splitHead answers false. A key is written again as it was read, unquoted, which
-// encoding/json reads alike; one that would need escapes answers false.
-func splitHead(src source, t *TypeMeta, meta *ObjectMeta) ([]byte, bool) {
+// decode, and every member of the object as members answers them, for decode's check of
+// required keys (so that the check does not split the text again): for JSON text, scanning
+// the head and decoding the rest leaves a zero value of a type with the head's shape (headOf)
+// as json.Unmarshal of the whole text would, or splitHead answers false. A key is written
+// again as it was read, unquoted, which encoding/json reads alike; one that would need
+// escapes answers false.
+func splitHead(src source, t *TypeMeta, meta *ObjectMeta) ([]byte, objectText, bool) {
 	var seen [3]bool
+	var all objectText
 	rest := make([]byte, 1, len(src.b))
 	rest[0] = '{'
-	ok := eachMember(src.b, func(key, value []byte) bool {
-		head, ok := scanHead(src, key, value, t, meta, &seen)
+	ok := scanMembers(src.b, takeMetadata(src, meta, &seen, &all), func(key, value []byte) bool {
+		all = append(all, member{string(key), value})
+		head, ok := scanHead(src, key, value, t, &seen)
 		if head || !ok {
 			return ok
 		}
@@ -75,8 +97,8 @@ func splitHead(src source, t *TypeMeta, meta *ObjectMeta) ([]byte, bool) {
 		rest = append(rest, '"', ':')
 		rest = append(rest, value...)
 		return true
-	})
-	return append(rest, '}'), ok
+	}) >= 0
+	return append(rest, '}'), all, ok
 }
 
 // head is where a struct type keeps its TypeMeta and ObjectMeta, when it has the head's
@@ -143,14 +165,15 @@ func computeHead(t reflect.Type) head {
 var objectMetaKeys = [...]string{"name", "generateName", "namespace", "uid", "resourceVersion", "generation",
 	"creationTimestamp", "deletionTimestamp", "labels", "annotations", "ownerReferences", "finalizers"}
 
-// scanObjectMeta is scanRaw for metadata: each key names its field in one switch, and its
+// scanObjectMetaAt is scanRaw for metadata, whose value starts data (and text may follow
+// it): it answers the value's length, or -1. Each key names its field in one switch, and its
 // position there is its slot in seen.
-func scanObjectMeta(src source, data []byte, meta *ObjectMeta) bool {
-	if isNull(data) {
-		return true
+func scanObjectMetaAt(src source, data []byte, meta *ObjectMeta) int {
+	if n := len("null"); len(data) >= n && string(data[:n]) == "null" {
+		return n
 	}
 	var seen [len(objectMetaKeys)]bool
-	return eachMember(data, func(key, value []byte) bool {
+	return scanMembers(data, nil, func(key, value []byte) bool {
 		var i int
 		var ok bool
 		switch string(key) {

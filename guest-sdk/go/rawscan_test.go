@@ -181,12 +181,16 @@ func TestDecodeOfAnObjectReadsJSONAsEncodingJSONDoes(t *testing.T) {
 
 func TestDecodeScansTheHeadOfTheHostsUsualText(t *testing.T) {
 	var o headed
-	rest, ok := splitHead(sourceOf(rawObjects[0]), &o.TypeMeta, &o.ObjectMeta)
+	rest, m, ok := splitHead(sourceOf(rawObjects[0]), &o.TypeMeta, &o.ObjectMeta)
 	if !ok || string(rest) != `{"spec":{"engine":"postgres","port":5432,"list":[1,2.5,-3e2,true,false,null,"}]"]},"status":{"conditions":[]}}` {
 		t.Fatalf("splitHead = %s, %v", rest, ok)
 	}
 	if o.Kind != "Database" || o.Name != "orders" || o.Labels["tier"] != "db" {
 		t.Fatalf("the head was not scanned: %+v", o)
+	}
+	// Every member, the head's too, as members splits them, for decode's check.
+	if want, _ := members([]byte(rawObjects[0])); !reflect.DeepEqual(m, want) {
+		t.Fatalf("splitHead's members = %q, members says %q", m, want)
 	}
 	if !headOf(reflect.TypeFor[headed]()).ok || !headOf(reflect.TypeFor[RawObject]()).ok {
 		t.Fatal("a type with the head's shape is not taken as one")
