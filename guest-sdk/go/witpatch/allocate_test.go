@@ -64,3 +64,22 @@ func TestPastHeapTakesAlignedBlocksOfTheReserveUntilItIsSpent(t *testing.T) {
 		t.Fatalf("the reserve's rest: %#x", p)
 	}
 }
+
+// The kept blocks (KEPT in changes.py): what cabiRealloc allocates on the heap stays alive in
+// kept until the package's Unpin, which each export calls once it has lifted its arguments,
+// lets go of every one; a nil block (size 0) is not kept.
+func TestKeptBlocksLiveUntilUnpin(t *testing.T) {
+	defer Unpin()
+	Unpin()
+	blocks := []unsafe.Pointer{keep(allocateRaw(24, 8)), keep(allocateRaw(5, 1)), keep(allocateRaw(0, 4))}
+	if blocks[2] != nil || len(kept) != 2 || kept[0] != blocks[0] || kept[1] != blocks[1] {
+		t.Fatalf("kept %v after keeping %v", kept, blocks)
+	}
+	runtime.GC()
+	// Still the same blocks, writable: the collector freed neither.
+	*(*uint64)(kept[0]) = 1
+	Unpin()
+	if len(kept) != 0 || cap(kept) == 0 || kept[:1][0] != nil {
+		t.Fatalf("Unpin left %d blocks kept (%v in the slice's first slot)", len(kept), kept[:1][0])
+	}
+}

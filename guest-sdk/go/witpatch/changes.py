@@ -1,4 +1,4 @@
-"""What wasmop changes in wit-bindgen-go 0.63's Go: four changes to the copy of its runtime
+"""What wasmop changes in wit-bindgen-go 0.63's Go: five changes to the copy of its runtime
 package (`go.bytecodealliance.org/pkg/wit/runtime`) that `guest-sdk/go/build --setup` makes,
 and one file the build adds to each generated main package. guest-sdk/go/README.md says why
 each is there and what it measured; `allocate_test.go` beside this file is copied in with the
@@ -151,6 +151,42 @@ func init() {
 }
 """
 
+# The kept blocks: each block cabi_realloc hands the host (a request's strings, a host call's
+# results) must outlive the allocation until the code the generator wrote lifts it into Go
+# values, which the runtime package's pinner did: Pin, then Unpin (the package's `Unpin`,
+# which each export calls once it has lifted its arguments). Go's garbage collector never
+# moves an object, so pinning one only keeps it alive, and a slice does that for the price of
+# an append: `runtime.Pinner.Pin` sets the object's bit in its span's pinner bits, under the
+# span's lock, allocating the bits for each span it first pins in (2 % of a database-config
+# call in `perf`). cabiRealloc keeps its blocks in `kept`, and `Unpin` lets them go.
+UNKEPT = """\t\tpointer := Allocate(&pinner, newSize, align)
+"""
+KEPT = """\t\tpointer := keep(allocateRaw(newSize, align))
+"""
+UNPIN = """func Unpin() {
+\tpinner.Unpin()
+}
+"""
+UNKEEP = """func Unpin() {
+\tpinner.Unpin()
+\t// wasmop: and let go of the blocks cabiRealloc kept. See KEPT in
+\t// guest-sdk/go/witpatch/changes.py.
+\tclear(kept)
+\tkept = kept[:0]
+}
+
+// wasmop: the blocks cabiRealloc handed the host since the last Unpin, kept alive by this
+// slice rather than pinned (Go's collector moves nothing; a Pin takes a span lock and bits).
+var kept = make([]unsafe.Pointer, 0, 16)
+
+// keep is p, kept alive until the next Unpin.
+func keep(p unsafe.Pointer) unsafe.Pointer {
+\tif p != nil {
+\t\tkept = append(kept, p)
+\t}
+\treturn p
+}
+"""
 
 # The runtime package's changes: (upstream text, replacement, what the upstream text is).
 RUNTIME_CHANGES = (
@@ -159,6 +195,8 @@ RUNTIME_CHANGES = (
     (PINNER, REALLOCATING + RESERVE,
      "the pinner declaration the re-entrancy fix, the pinners and the reserve follow"),
     (UNRESERVED, RESERVED, "cabiRealloc's sbrk path the reserve"),
+    (UNKEPT, KEPT, "cabiRealloc's GC allocation the kept blocks"),
+    (UNPIN, UNKEEP, "the package's Unpin the kept blocks"),
 )
 
 
