@@ -31,10 +31,15 @@ func wrap(call, target string, err error) error {
 	return &KubeError{Call: call, Target: target, Reason: ReasonOther, Message: err.Error()}
 }
 
-// marshal writes v as compact JSON, without encoding/json's HTML escaping.
+// marshal writes v as compact JSON, without encoding/json's HTML escaping: the SDK's own
+// object types itself (write.go), others with encoding/json.
 func marshal(v any) (string, error) {
-	var b bytes.Buffer
-	e := json.NewEncoder(&b)
+	if b, ok := appendOwnJSON(make([]byte, 0, 512), v); ok {
+		return string(b), nil
+	}
+	// Room for a usual body at once, rather than growing from 64 bytes, doubling.
+	b := bytes.NewBuffer(make([]byte, 0, 1024))
+	e := json.NewEncoder(b)
 	e.SetEscapeHTML(false)
 	if err := e.Encode(v); err != nil {
 		return "", usageErrorf("cannot encode %T as JSON: %v", v, err)

@@ -3,6 +3,7 @@ package wasmop
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 )
 
 // warm fills, for t and every type reachable from its fields, the caches that decoding and
@@ -60,4 +61,13 @@ func init() {
 		statusPatch{}, map[string]any{}} {
 		warm(reflect.TypeOf(v))
 	}
+	// And leave encoding/json's pool an encoder state whose buffer has room for a status or
+	// patch body: a call's first encoding otherwise allocated a state (and its map of
+	// pointers seen) and grew its buffer from nothing, 64 bytes at first, doubling. The pool
+	// keeps it across the one collection the glue may make at the end of init (it drops what
+	// two collections in a row found unused), and a call makes none before its first write.
+	_, _ = json.Marshal(strings.Repeat(" ", encoderRoom))
 }
+
+// encoderRoom is the buffer the pooled encoder state keeps from init.
+const encoderRoom = 4 << 10
