@@ -2,6 +2,7 @@ package wasmop
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 )
@@ -67,7 +68,13 @@ func init() {
 	// keeps it across the one collection the glue may make at the end of init (it drops what
 	// two collections in a row found unused), and a call makes none before its first write.
 	_, _ = json.Marshal(strings.Repeat(" ", encoderRoom))
+	// And fmt's pool a printer whose buffer has grown, for the plugin's Sprintf and Errorf
+	// (a fresh printer a call is an allocation, and its buffer grows from nothing).
+	_ = fmt.Sprintf("%s", strings.Repeat(" ", printerRoom))
 }
+
+// printerRoom is the buffer the pooled printer keeps from init.
+const printerRoom = 256
 
 // encoderRoom is the buffer the pooled encoder state keeps from init.
 const encoderRoom = 4 << 10
