@@ -148,8 +148,9 @@ func appendStringField(dst []byte, key, value string, comma bool) ([]byte, bool)
 	return appendJSONString(appendKey(dst, key, comma), value), true
 }
 
-// appendStringMap appends m with its keys sorted, as encoding/json writes a map.
-func appendStringMap(dst []byte, m map[string]string) []byte {
+// appendMap appends m as encoding/json writes a map with string keys: the keys sorted, each
+// value written by value.
+func appendMap[V any](dst []byte, m map[string]V, value func([]byte, V) []byte) []byte {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -160,33 +161,24 @@ func appendStringMap(dst []byte, m map[string]string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(appendJSONString(dst, k), ':')
-		dst = appendJSONString(dst, m[k])
+		dst = value(append(appendJSONString(dst, k), ':'), m[k])
 	}
 	return append(dst, '}')
 }
 
-// appendBytesMap appends m as encoding/json writes a map of byte slices: keys sorted, each
-// value in standard base64, a nil one as null.
+func appendStringMap(dst []byte, m map[string]string) []byte {
+	return appendMap(dst, m, appendJSONString)
+}
+
+// appendBytesMap appends m as encoding/json writes a map of byte slices: each value in
+// standard base64, a nil one as null.
 func appendBytesMap(dst []byte, m map[string][]byte) []byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	dst = append(dst, '{')
-	for i, k := range keys {
-		if i > 0 {
-			dst = append(dst, ',')
+	return appendMap(dst, m, func(dst []byte, v []byte) []byte {
+		if v == nil {
+			return append(dst, "null"...)
 		}
-		dst = append(appendJSONString(dst, k), ':')
-		if v := m[k]; v == nil {
-			dst = append(dst, "null"...)
-		} else {
-			dst = append(base64.StdEncoding.AppendEncode(append(dst, '"'), v), '"')
-		}
-	}
-	return append(dst, '}')
+		return append(base64.StdEncoding.AppendEncode(append(dst, '"'), v), '"')
+	})
 }
 
 const hexDigits = "0123456789abcdef"
