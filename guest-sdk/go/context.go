@@ -34,7 +34,7 @@ func wrap(call, target string, err error) error {
 // marshal writes v as compact JSON, without encoding/json's HTML escaping: the SDK's own
 // object types itself (write.go), others with encoding/json.
 func marshal(v any) (string, error) {
-	if b, ok := appendOwnJSON(make([]byte, 0, 512), v); ok {
+	if b, ok := ownJSON(v); ok {
 		return string(b), nil
 	}
 	// Room for a usual body at once, rather than growing from 64 bytes, doubling.

@@ -214,9 +214,9 @@ func eachMember(data []byte, f func(key, value []byte) bool) bool {
 // scanMembers is eachMember answering the index after the object's closing brace (-1 where
 // eachMember answers false), with text allowed after it. take, when not nil, may scan a
 // member's value itself instead of f: given the key and the text from the value's first byte
-// on, it answers the value's length, 0 to leave the value to f, or -1 to stop. A value too
-// big to read twice (an object's metadata) is then read once: skipValue to find its end for
-// f, and f's scan again, walked it twice.
+// on, it answers the value's length, 0 to leave the value to f, or -1 to stop. So a big value
+// (an object's metadata) is walked once, by its own scanner, where skipValue (to find its end
+// for f) and then f's scan walked it twice.
 func scanMembers(data []byte, take func(key, rest []byte) int, f func(key, value []byte) bool) int {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {

@@ -15,18 +15,18 @@ import (
 // still written by encoding/json. write_test.go checks every field of these types, and random
 // values of them, against encoding/json.
 
-// appendOwnJSON appends v's JSON text to dst when v is a *ConfigMap or a *Namespace, and
-// answers false for anything else. Exactly those types: a plugin's type that embeds one of
-// them, or ObjectMeta, has fields of its own (so these are functions, not methods a type
+// ownJSON is v's JSON text when v is a *ConfigMap or a *Namespace, and false for anything
+// else (before it allocates anything). Exactly those types: a plugin's type that embeds one
+// of them, or ObjectMeta, has fields of its own (so these are functions, not methods a type
 // embedding one would be given).
-func appendOwnJSON(dst []byte, v any) ([]byte, bool) {
+func ownJSON(v any) ([]byte, bool) {
 	switch o := v.(type) {
 	case *ConfigMap:
-		return appendConfigMap(dst, o), true
+		return appendConfigMap(make([]byte, 0, 512), o), true
 	case *Namespace:
-		return appendNamespace(dst, o), true
+		return appendNamespace(make([]byte, 0, 256), o), true
 	}
-	return dst, false
+	return nil, false
 }
 
 func appendConfigMap(dst []byte, c *ConfigMap) []byte {

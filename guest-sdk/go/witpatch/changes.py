@@ -48,15 +48,12 @@ REALLOCATING = PINNER + """
 // adapter before its state exists. See guest-sdk/go/witpatch/changes.py.
 var reallocating = false
 
-// wasmop: leave pinner holding a pinner of its own, and one in the per-P cache of Go's
-// runtime. See PINNERS in guest-sdk/go/witpatch/changes.py.
+// wasmop: leave a pinner in the per-P cache of Go's runtime, for the import wrappers' Pinners.
+// See PINNERS in guest-sdk/go/witpatch/changes.py.
 func init() {
-\tx := new(byte)
 \tvar other runtime.Pinner
-\tpinner.Pin(x)
-\tother.Pin(x)
+\tother.Pin(new(byte))
 \tother.Unpin()
-\tpinner.Unpin()
 }
 """
 
@@ -120,20 +117,19 @@ func pastHeap(size, align uintptr) unsafe.Pointer {
 }
 """
 
-# The pinners, filled before the snapshot. wit-bindgen-go's code pins on three kinds of
-# runtime.Pinner: the runtime package's (each block cabi_realloc hands the host), the main
-# package's syncExportPinner (an export's results), and a new one in each import's wrapper
-# (every string a host call takes). The first Pin of a Pinner with none of its own takes the
+# The pinners, filled before the snapshot. wit-bindgen-go's code pins on two kinds of
+# runtime.Pinner: the main package's syncExportPinner (an export's results) and a new one in
+# each import's wrapper (every string a host call takes); the runtime package's own, which
+# pinned each block cabi_realloc hands the host, no longer pins anything (KEPT below). The first Pin of a Pinner with none of its own takes the
 # one Go's runtime caches per P, or allocates one and sets a finalizer on it, and an Unpin
 # gives it back to the cache only if the cache is empty. In a pre-initialised module, every
-# call starts from the snapshot, where no Pinner had been used: each call allocated two or
-# three, one per kind, each with its finalizer (`SetFinalizer` alone took 1.2 % of a
-# database-config call; guest-sdk/go/README.md has the measurement). Filled before the
-# snapshot, the two long-lived Pinners keep
-# theirs (an Unpin into a full cache keeps it) and the cache holds the one every wrapper
-# takes and gives back. The runtime package's init (REALLOCATING above) fills its own pinner
-# and the cache; the main package's (PINNERS, a generated file) runs after it, moves the
-# cached pinner into syncExportPinner and fills the cache again.
+# call starts from the snapshot, where no Pinner had been used: each call allocated one per
+# kind, each with its finalizer (`SetFinalizer` alone took 1.2 % of a database-config call;
+# guest-sdk/go/README.md has the measurement). Filled before the snapshot, syncExportPinner
+# keeps its own (an Unpin into a full cache keeps it) and the cache holds the one every
+# wrapper takes and gives back. The runtime package's init (REALLOCATING above) fills the
+# cache; the main package's (PINNERS, a generated file) runs after it, moves the cached
+# pinner into syncExportPinner and fills the cache again.
 EXPORT_PINNER = "var syncExportPinner = runtime.Pinner{}\n"
 PINNERS = """package main
 
