@@ -552,4 +552,8 @@ fn _assertions_lib() {
 pub mod _internal {
     // Exported just for the CLI.
     pub use crate::runtime::vm::MmapVec;
+    // wasmop patch (see vendor/README.md, 6): the host turns fault-around off
+    // for its own code with it.
+    #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
+    pub use crate::runtime::vm::fault_in_pages_one_by_one;
 }

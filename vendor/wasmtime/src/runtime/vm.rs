@@ -66,6 +66,9 @@ mod send_sync_ptr;
 mod stack_switching;
 mod store_box;
 mod sys;
+// wasmop patch (see vendor/README.md, 6): for `wasmtime::_internal`.
+#[cfg(all(unix, target_os = "linux", target_pointer_width = "64", feature = "std"))]
+pub use sys::fault_in_pages_one_by_one;
 mod table;
 #[cfg(feature = "gc")]
 mod throw;

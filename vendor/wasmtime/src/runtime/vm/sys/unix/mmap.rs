@@ -101,6 +101,14 @@ impl Mmap {
             )
             .with_context(|| format!("mmap failed to allocate {len:#x} bytes"))?
         };
+        // wasmop patch (see vendor/README.md, 6): no fault-around in a mapped
+        // artefact either, so its code and the memory images a reset copies
+        // from are mapped a page at a time, as they are used.
+        #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
+        if len > 0 {
+            // SAFETY: `ptr..ptr + len` was just mapped by this process.
+            unsafe { super::pagemap::fault_in_pages_one_by_one(ptr.cast(), len) };
+        }
         let memory = std::ptr::slice_from_raw_parts_mut(ptr.cast(), len);
         let memory = SendSyncPtr::new(NonNull::new(memory).unwrap());
 
@@ -231,6 +239,11 @@ impl Mmap {
                 source_offset,
             )?;
             assert_eq!(map_base.cast(), ptr);
+            // wasmop patch (see vendor/README.md, 6): no fault-around in the
+            // image, so a slot maps only the pages its instances read.
+            // SAFETY: the slot's range was just mapped by this process.
+            #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
+            super::pagemap::fault_in_pages_one_by_one(map_base.cast(), memory_len.byte_count());
         };
         Ok(())
     }
