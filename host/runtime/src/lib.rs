@@ -51,6 +51,7 @@ pub use self::admission::{
 use self::call::CallState;
 pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
+pub use self::loader::image::map_own_code_page_by_page;
 pub use self::loader::{ContractVersion, LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, Denials, LimitKind, Outcome, PluginErrorKind, Usage};
 pub use self::request::{Call, CallReport, Entry, LogLevel, LogLine, Request, RequestObject};
@@ -115,6 +116,7 @@ impl Runtime {
     /// ticker.
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
         heap::configure();
+        loader::image::map_own_code_page_by_page();
         let (engine, mode) = engine::build(&config)?;
         let linker = call::linker(&engine).map_err(RuntimeError::Linker)?;
         let cache = config
