@@ -107,7 +107,7 @@ impl Mmap {
         #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
         if len > 0 {
             // SAFETY: `ptr..ptr + len` was just mapped by this process.
-            unsafe { super::pagemap::fault_in_pages_one_by_one(ptr.cast(), len) };
+            unsafe { super::fault_around::fault_in_pages_one_by_one(ptr.cast(), len) };
         }
         let memory = std::ptr::slice_from_raw_parts_mut(ptr.cast(), len);
         let memory = SendSyncPtr::new(NonNull::new(memory).unwrap());
@@ -243,7 +243,7 @@ impl Mmap {
             // image, so a slot maps only the pages its instances read.
             // SAFETY: the slot's range was just mapped by this process.
             #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
-            super::pagemap::fault_in_pages_one_by_one(map_base.cast(), memory_len.byte_count());
+            super::fault_around::fault_in_pages_one_by_one(map_base.cast(), memory_len.byte_count());
         };
         Ok(())
     }

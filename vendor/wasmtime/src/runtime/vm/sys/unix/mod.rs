@@ -18,9 +18,11 @@ pub mod signals;
 
 #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
 mod pagemap;
-// wasmop patch (see vendor/README.md, 6): for `wasmtime::_internal`.
+// wasmop patch (see vendor/README.md, 6).
 #[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
-pub use pagemap::fault_in_pages_one_by_one;
+mod fault_around;
+#[cfg(all(target_os = "linux", target_pointer_width = "64", feature = "std"))]
+pub use fault_around::fault_in_pages_one_by_one;
 #[cfg(not(all(target_os = "linux", target_pointer_width = "64", feature = "std")))]
 use crate::vm::pagemap_disabled as pagemap;
 
