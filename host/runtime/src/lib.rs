@@ -30,10 +30,13 @@ mod hostcalls;
 mod lane;
 mod loader;
 mod outcome;
+mod own_code;
 pub mod packed;
 pub mod precompiled;
 mod request;
 mod settings;
+#[cfg(all(test, target_os = "linux"))]
+mod smaps;
 mod tiered;
 mod wasi;
 
@@ -51,9 +54,9 @@ pub use self::admission::{
 use self::call::CallState;
 pub use self::describe::DeclarationError;
 pub use self::engine::{AllocatorMode, EngineError};
-pub use self::loader::image::map_own_code_page_by_page;
 pub use self::loader::{ContractVersion, LoadError, LoadStats};
 pub use self::outcome::{Action, Budget, Denials, LimitKind, Outcome, PluginErrorKind, Usage};
+pub use self::own_code::map_own_code_page_by_page;
 pub use self::request::{Call, CallReport, Entry, LogLevel, LogLine, Request, RequestObject};
 pub use self::settings::{
     AllocatorChoice, Compiler, DEFAULT_DESCRIBE_DEADLINE, Limits, RuntimeConfig,
@@ -116,7 +119,7 @@ impl Runtime {
     /// ticker.
     pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
         heap::configure();
-        loader::image::map_own_code_page_by_page();
+        own_code::map_own_code_page_by_page();
         let (engine, mode) = engine::build(&config)?;
         let linker = call::linker(&engine).map_err(RuntimeError::Linker)?;
         let cache = config
