@@ -426,6 +426,60 @@ mod tests {
         }
     }
 
+    /// A mapped artefact is mapped a page at a time (vendor/README.md, 6): registered so
+    /// that the kernel does not fault around in it (`uw` among its mappings' `VmFlags`),
+    /// though its length, as almost every artefact's, ends inside a page (the registration
+    /// takes whole pages only, and a length passed as the file's was refused with `EINVAL`,
+    /// leaving every artefact's code and images to the fault-around); and advised not to
+    /// take the page cache's 2 MiB folios whole (`nh`), which the kernel otherwise maps with
+    /// one entry each in a mapping aligned as an artefact's is.
+    #[test]
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    fn a_mapped_artefact_is_mapped_page_by_page() {
+        let fixture = stored();
+        let len = std::fs::metadata(&fixture.artefact)
+            .expect("artefact")
+            .len();
+        assert_ne!(
+            len % 4096,
+            0,
+            "the artefact's length must end inside a page"
+        );
+        let component = fixture.load().expect("the artefact is loaded");
+        let path = fixture.artefact.to_str().expect("utf-8 path").to_owned();
+        let mapped: Vec<_> = crate::smaps::mappings()
+            .into_iter()
+            .filter(|m| m.header.ends_with(&path))
+            .collect();
+        assert!(!mapped.is_empty(), "{path} is not mapped");
+        let huge: Vec<_> = mapped
+            .iter()
+            .filter(|m| !m.flags.iter().any(|flag| flag == "nh"))
+            .map(|m| &m.header)
+            .collect();
+        assert!(
+            huge.is_empty(),
+            "2 MiB folios may be mapped whole in {huge:?}"
+        );
+        let unregistered: Vec<_> = mapped
+            .iter()
+            .filter(|m| !m.flags.iter().any(|flag| flag == "uw"))
+            .map(|m| &m.header)
+            .collect();
+        if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+            assert!(
+                unregistered.is_empty(),
+                "fault-around is still on for {unregistered:?} (is userfaultfd denied?)"
+            );
+        } else {
+            eprintln!(
+                "a kernel before 6.7: {} mappings unregistered",
+                unregistered.len()
+            );
+        }
+        drop(component);
+    }
+
     /// Writes of one artefact at once in one process each go through a temporary file of
     /// their own: every one succeeds, the artefact left is whole and verifies, and no
     /// temporary file is left behind.

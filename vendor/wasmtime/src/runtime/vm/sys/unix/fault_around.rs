@@ -25,9 +25,22 @@ use rustix::ioctl::ioctl;
 /// lives as long as the process; a mapping's registration ends when the
 /// mapping is replaced.
 ///
+/// Nor is a mapping to take a whole 2 MiB page-cache folio with one page-table
+/// entry. The kernel maps a large folio of a file (ext4 makes them as a file
+/// is written, on the Linux 6.18 measured) with one PMD where the mapping is
+/// aligned for it, as a mapped artefact is (2 MiB-aligned, from offset 0), and
+/// 2 MiB are then resident for one page read. `MADV_NOHUGEPAGE` stops that
+/// (`do_set_pmd` refuses a `VM_NOHUGEPAGE` mapping). It is given first,
+/// whatever becomes of the registration: a seccomp profile that denies
+/// `userfaultfd` still allows `madvise`.
+///
+/// `len` may end inside a page, as a mapped file's length does: the mapping
+/// extends to the end of that page, and the registration, which takes whole
+/// pages only (`EINVAL` otherwise), covers it.
+///
 /// # Safety
 ///
-/// `ptr..ptr + len` must be a mapping this process owns.
+/// `ptr..ptr + len` must be a mapping this process owns, `ptr` page-aligned.
 pub unsafe fn fault_in_pages_one_by_one(ptr: *mut u8, len: usize) {
     use rustix::fd::OwnedFd;
     use rustix::ioctl::{Updater, opcode};
@@ -88,6 +101,15 @@ pub unsafe fn fault_in_pages_one_by_one(ptr: *mut u8, len: usize) {
             Some((fd, unsafe { libc::getpid() }))
         });
 
+    let len = len.next_multiple_of(crate::runtime::vm::host_page_size());
+    // SAFETY: `ptr..ptr + len` is a mapping of this process (the caller's
+    // contract), and the advice only changes how its pages are mapped, never
+    // their contents.
+    if let Err(err) =
+        unsafe { rustix::mm::madvise(ptr.cast(), len, rustix::mm::Advice::LinuxNoHugepage) }
+    {
+        log::debug!("the kernel may map an image's large folios whole: {err}");
+    }
     let Some((fd, pid)) = UFFD.as_ref() else {
         return;
     };
