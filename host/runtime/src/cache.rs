@@ -452,31 +452,7 @@ mod tests {
             .filter(|m| m.header.ends_with(&path))
             .collect();
         assert!(!mapped.is_empty(), "{path} is not mapped");
-        let huge: Vec<_> = mapped
-            .iter()
-            .filter(|m| !m.flags.iter().any(|flag| flag == "nh"))
-            .map(|m| &m.header)
-            .collect();
-        assert!(
-            huge.is_empty(),
-            "2 MiB folios may be mapped whole in {huge:?}"
-        );
-        let unregistered: Vec<_> = mapped
-            .iter()
-            .filter(|m| !m.flags.iter().any(|flag| flag == "uw"))
-            .map(|m| &m.header)
-            .collect();
-        if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
-            assert!(
-                unregistered.is_empty(),
-                "fault-around is still on for {unregistered:?} (is userfaultfd denied?)"
-            );
-        } else {
-            eprintln!(
-                "a kernel before 6.7: {} mappings unregistered",
-                unregistered.len()
-            );
-        }
+        crate::smaps::assert_mapped_page_by_page(&mapped);
         drop(component);
     }
 

@@ -37,6 +37,38 @@ pub(crate) fn mappings() -> Vec<Mapping> {
     found
 }
 
+/// Asserts that the kernel maps `mappings` a page at a time, as
+/// `wasmtime::_internal::fault_in_pages_one_by_one` asks (vendor/README.md, 6): none may
+/// take a 2 MiB page-cache folio whole (`nh` among its `VmFlags`), and each is registered so
+/// that the kernel does not fault around in it (`uw`) where the kernel offers asynchronous
+/// write protection, as it does wherever `PAGEMAP_SCAN` is (Linux 6.7).
+pub(crate) fn assert_mapped_page_by_page(mappings: &[Mapping]) {
+    let lacking = |flag: &str| -> Vec<&str> {
+        mappings
+            .iter()
+            .filter(|m| !m.flags.iter().any(|f| f == flag))
+            .map(|m| m.header.as_str())
+            .collect()
+    };
+    let huge = lacking("nh");
+    assert!(
+        huge.is_empty(),
+        "2 MiB folios may be mapped whole in {huge:?}"
+    );
+    let unregistered = lacking("uw");
+    if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+        assert!(
+            unregistered.is_empty(),
+            "fault-around is still on for {unregistered:?} (is userfaultfd denied?)"
+        );
+    } else {
+        eprintln!(
+            "a kernel before 6.7: {} mappings unregistered",
+            unregistered.len()
+        );
+    }
+}
+
 /// KiB of this process's mappings that overlap `range` resident (which here lie within it).
 pub(crate) fn resident_kib(range: Range<usize>) -> u64 {
     mappings()
