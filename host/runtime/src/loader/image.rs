@@ -7,8 +7,9 @@
 //! of file pages in the host's RSS (1.5 MB artefact of database-config; `/proc/PID/smaps`).
 //! After the load, [`release`] drops the pages loading touched (`MADV_DONTNEED`): they stay in
 //! the page cache, and a call maps again only the pages it runs. The fault-around itself is
-//! off in such a mapping since the vendored wasmtime registers it with a userfaultfd
-//! (vendor/README.md, 6); `MADV_RANDOM`, once meant for it, does not stop it (Linux 6.18) and
+//! off in such a mapping since the vendored wasmtime registers it with a userfaultfd, and the
+//! kernel never maps a 2 MiB page-cache folio of it whole (`MADV_NOHUGEPAGE`; vendor/README.md,
+//! 6); `MADV_RANDOM`, once meant for it, does not stop it (Linux 6.18) and
 //! only turns read-ahead off when a page has to come from the disk again.
 
 use wasmtime::component::Component;

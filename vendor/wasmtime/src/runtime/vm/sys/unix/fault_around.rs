@@ -1,11 +1,13 @@
-//! wasmop patch (see vendor/README.md, 6): the kernel's fault-around, turned off
-//! for the mappings of artefacts and memory images.
+//! wasmop patch (see vendor/README.md, 6): artefacts and memory images mapped a
+//! page at a time, without the kernel's fault-around and never a 2 MiB
+//! page-cache folio whole.
 
 use rustix::ioctl::ioctl;
 
-/// Turns the kernel's fault-around off for the mapping of `len` bytes at `ptr`
-/// (a slot's copy-on-write image, a mapped artefact, the host's own code)
-/// where the kernel allows it; where it does not, changes nothing.
+/// Has the kernel map the mapping of `len` bytes at `ptr` (a slot's
+/// copy-on-write image, a mapped artefact, the host's own code) a page at a
+/// time: no fault-around, no 2 MiB folio mapped whole, where the kernel allows
+/// each; where it does not, changes nothing.
 ///
 /// On a read fault in a file mapping the kernel maps, besides the page asked
 /// for, every page around it (up to 64 KiB) that is in the page cache. In a
@@ -108,7 +110,7 @@ pub unsafe fn fault_in_pages_one_by_one(ptr: *mut u8, len: usize) {
     if let Err(err) =
         unsafe { rustix::mm::madvise(ptr.cast(), len, rustix::mm::Advice::LinuxNoHugepage) }
     {
-        log::debug!("the kernel may map an image's large folios whole: {err}");
+        log::debug!("the kernel may map a mapping's large folios whole: {err}");
     }
     let Some((fd, pid)) = UFFD.as_ref() else {
         return;
@@ -131,6 +133,6 @@ pub unsafe fn fault_in_pages_one_by_one(ptr: *mut u8, len: usize) {
             Updater::<{ UFFDIO_REGISTER }, UffdioRegister>::new(&mut register),
         )
     } {
-        log::debug!("the kernel keeps faulting around in an image: {err}");
+        log::debug!("the kernel keeps faulting around in a mapping: {err}");
     }
 }
