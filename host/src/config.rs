@@ -110,6 +110,9 @@ pub struct Config {
     pub(crate) cache_directory: Option<PathBuf>,
     /// Artefacts made by `wasmop compile`, loaded instead of compiling.
     pub(crate) precompiled_directory: Option<PathBuf>,
+    /// The largest component compiled here; `None`: any (see
+    /// [`wasmop_runtime::RuntimeConfig::max_compile_bytes`]).
+    pub(crate) max_compile_bytes: Option<u64>,
     /// Tiered loading: a version without an artefact runs on Winch code at once and on
     /// Cranelift's once compiled in the background. On by default: a cold reload of a 450 KB
     /// plugin goes from hundreds of ms of Cranelift to tens of ms of Winch (README, "Reload
@@ -238,6 +241,11 @@ impl Config {
             None => wasmop_runtime::DEFAULT_DESCRIBE_DEADLINE,
             Some(text) => fields::deadline("describeDeadline", text)?,
         };
+        let max_compile_bytes = raw
+            .max_compile_bytes
+            .as_ref()
+            .map(|q| fields::quantity("maxCompileBytes", q))
+            .transpose()?;
         let log_format = fields::log_format(raw.log_format.as_deref())?;
         let metrics_address = fields::address(
             "metricsAddress",
@@ -281,6 +289,7 @@ impl Config {
             leader_election,
             cache_directory: raw.cache_directory.map(PathBuf::from),
             precompiled_directory: raw.precompiled_directory.map(PathBuf::from),
+            max_compile_bytes,
             tiered_compilation: raw.tiered_compilation.unwrap_or(true),
             perf_map: raw.perf_map.unwrap_or(false),
             demote_after,
@@ -401,6 +410,24 @@ mod tests {
         let err = parse("demoteAfter: soon\n").expect_err("not a duration");
         let text = format!("{:#}", anyhow::Error::from(err));
         assert!(text.contains("demoteAfter"), "{text}");
+    }
+
+    #[test]
+    fn components_of_any_size_compile_unless_max_compile_bytes_bounds_them() {
+        assert_eq!(
+            parse("").expect("valid").runtime_config().max_compile_bytes,
+            None
+        );
+        let bounded = parse("maxCompileBytes: 8Mi\n").expect("valid");
+        assert_eq!(bounded.runtime_config().max_compile_bytes, Some(8 << 20));
+        let bytes = parse("maxCompileBytes: 4096\n").expect("valid");
+        assert_eq!(bytes.runtime_config().max_compile_bytes, Some(4096));
+        // Zero: nothing is compiled here, every plugin needs an artefact.
+        let none = parse("maxCompileBytes: 0\n").expect("valid");
+        assert_eq!(none.runtime_config().max_compile_bytes, Some(0));
+        let err = parse("maxCompileBytes: 8MB\n").expect_err("not a quantity");
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert!(text.contains("maxCompileBytes"), "{text}");
     }
 
     #[test]

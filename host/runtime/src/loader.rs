@@ -146,6 +146,33 @@ pub enum LoadError {
     /// Compilation ran on a blocking thread that panicked or was cancelled.
     #[error("the compilation task failed")]
     Task(#[source] tokio::task::JoinError),
+    /// No artefact of the component was found, and it is bigger than the runtime compiles
+    /// ([`super::RuntimeConfig::max_compile_bytes`]).
+    #[error(
+        "the component is {} and has no artefact here, and this host compiles components of \
+         at most {} (`maxCompileBytes`): compiling takes many times a component's size in \
+         memory. Compile it ahead with `wasmop compile --config <this host's config file> --out \
+         DIR` and put DIR's files into the host's `precompiledDirectory`",
+        size_text(*size as u64),
+        size_text(*limit)
+    )]
+    TooBigToCompile {
+        /// The component's size in bytes.
+        size: usize,
+        /// The bound, in bytes.
+        limit: u64,
+    },
+}
+
+/// `bytes` for a reader: `18.2 MiB (19053791 bytes)`, `600 KiB (614400 bytes)`.
+fn size_text(bytes: u64) -> String {
+    #[allow(clippy::cast_precision_loss)] // one decimal of a file's size
+    let (value, unit) = if bytes >= 1 << 20 {
+        (bytes as f64 / f64::from(1u32 << 20), "MiB")
+    } else {
+        (bytes as f64 / 1024.0, "KiB")
+    };
+    format!("{value:.1} {unit} ({bytes} bytes)")
 }
 
 /// How loading went.
@@ -209,6 +236,15 @@ fn compile(
             mapped: inner.config.maps_artefacts(),
         };
         return Ok((component, stats));
+    }
+    // No artefact: compiled here, if the runtime compiles components this big.
+    if let Some(limit) = inner.config.max_compile_bytes
+        && bytes.len() as u64 > limit
+    {
+        return Err(LoadError::TooBigToCompile {
+            size: bytes.len(),
+            limit,
+        });
     }
     // Tiered: Winch now, and no artefact (artefacts are Cranelift's; the background
     // compilation writes it). What Winch cannot compile (an instruction it does not
@@ -390,7 +426,7 @@ pub(crate) async fn load(
             stats.compile_time,
         );
     }
-    tracing::info!(plugin = %declared.name, version = %declared.version, digest = %version.short(), from_cache = stats.from_cache, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, reconciles = declared.reconciler.is_some(), reviews = declared.admission.is_some(), "plugin loaded");
+    tracing::info!(plugin = %declared.name, version = %declared.version, digest = %version.short(), from_cache = stats.from_cache, precompiled = stats.precompiled, compile_ms = stats.compile_time.as_millis() as u64, compiler = ?stats.compiler, reconciles = declared.reconciler.is_some(), reviews = declared.admission.is_some(), "plugin loaded");
     Ok(super::Plugin {
         inner: std::sync::Arc::new(plugin_inner(
             runtime,

@@ -88,6 +88,12 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// A read-only directory of artefacts made by `wasmop compile`, tried after the cache.
     pub precompiled_dir: Option<PathBuf>,
+    /// The largest component this runtime compiles itself; `None` (the default) compiles any.
+    /// A bigger one loads only from an artefact (the cache's or the precompiled directory's)
+    /// and is otherwise refused ([`crate::LoadError::TooBigToCompile`]): compiling takes many
+    /// times a component's size in memory (an 18 MiB CPython component about 420 MiB at the
+    /// peak), which a small node's memory limit would answer by killing the host.
+    pub max_compile_bytes: Option<u64>,
     /// The instance allocator.
     pub allocator: AllocatorChoice,
     /// A fixed wall-clock time plugins see, for reproducible offline runs (conditions carry
@@ -147,6 +153,7 @@ impl Default for RuntimeConfig {
             limits: Limits::default(),
             cache_dir: None,
             precompiled_dir: None,
+            max_compile_bytes: None,
             allocator: AllocatorChoice::Auto,
             fixed_clock: None,
             epoch_tick: Duration::from_millis(10),
@@ -192,6 +199,14 @@ impl RuntimeConfig {
     #[must_use]
     pub fn precompiled_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.precompiled_dir = Some(dir.into());
+        self
+    }
+
+    /// Compiles components of at most `bytes` (`None`: any); see
+    /// [`RuntimeConfig::max_compile_bytes`](Self#structfield.max_compile_bytes).
+    #[must_use]
+    pub fn max_compile_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_compile_bytes = bytes;
         self
     }
 

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::fields::{address, duration_or};
-use super::raw::{RawAdmission, RawCertificate, RawQuantity};
-use super::units::parse_quantity;
+use super::raw::{RawAdmission, RawCertificate};
 use super::{ConfigError, value_error};
 use wasmop_core::plugin::PluginName;
 
@@ -164,11 +163,7 @@ pub(super) fn validate(
     }
     let max_request_bytes = match &raw.max_request_bytes {
         None => DEFAULT_MAX_REQUEST_BYTES,
-        Some(RawQuantity::Bytes(n)) => *n,
-        Some(RawQuantity::Text(t)) => parse_quantity(t).map_err(|source| ConfigError::Unit {
-            field: "admission.maxRequestBytes".into(),
-            source,
-        })?,
+        Some(q) => super::fields::quantity("admission.maxRequestBytes", q)?,
     };
     if !(64 << 10..=64 << 20).contains(&max_request_bytes) {
         return Err(value_error(

@@ -1,11 +1,12 @@
 //! Readers of one raw host-wide value that put the field's path into the error: addresses,
-//! durations (absent, zero-disables, bounded deadlines), the log format and the host's
-//! namespace.
+//! durations (absent, zero-disables, bounded deadlines), byte quantities, the log format and
+//! the host's namespace.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::units::parse_duration;
+use super::raw::RawQuantity;
+use super::units::{parse_duration, parse_quantity};
 use super::{ConfigError, DEFAULT_NAMESPACE, LogFormat, MAX_DEADLINE, value_error};
 use wasmop_core::plugin::PluginName;
 
@@ -31,6 +32,17 @@ pub(super) fn duration(field: &str, text: &str) -> Result<Duration, ConfigError>
         field: field.into(),
         source,
     })
+}
+
+/// A byte quantity (`8Mi`, or a number of bytes), with the field's path on a malformed one.
+pub(super) fn quantity(field: &str, raw: &RawQuantity) -> Result<u64, ConfigError> {
+    match raw {
+        RawQuantity::Bytes(n) => Ok(*n),
+        RawQuantity::Text(t) => parse_quantity(t).map_err(|source| ConfigError::Unit {
+            field: field.into(),
+            source,
+        }),
+    }
 }
 
 /// A duration, or the default when absent.

@@ -7,8 +7,7 @@ use serde_json::Value;
 
 use super::fields::deadline;
 use super::policy::grant;
-use super::raw::{RawPluginSettings, RawQuantity};
-use super::units::parse_quantity;
+use super::raw::RawPluginSettings;
 use super::{
     ConfigError, DEFAULT_FAILURE_THRESHOLD, DEFAULT_PLUGIN_CONCURRENCY, MAX_PLUGIN_MEMORY,
     fairness, value_error,
@@ -120,13 +119,7 @@ fn limits(
     let mut limits = Limits::default();
     if let Some(q) = raw.memory.as_ref().or(defaults.memory.as_ref()) {
         let field = format!("{at}.memory");
-        limits.memory = match q {
-            RawQuantity::Bytes(n) => *n,
-            RawQuantity::Text(t) => parse_quantity(t).map_err(|source| ConfigError::Unit {
-                field: field.clone(),
-                source,
-            })?,
-        };
+        limits.memory = super::fields::quantity(&field, q)?;
         if limits.memory < (1 << 20) || limits.memory > MAX_PLUGIN_MEMORY {
             return Err(value_error(
                 field,

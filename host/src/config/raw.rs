@@ -34,6 +34,9 @@
 //! cacheDirectory: /var/cache/wasmop
 //! # Artefacts made ahead of time by `wasmop compile` (read-only; default: none).
 //! precompiledDirectory: /usr/lib/wasmop/precompiled
+//! # The largest component compiled here (default: any); a bigger one without an artefact in
+//! # either directory is refused, saying to precompile it (compiling takes many times its size).
+//! maxCompileBytes: 8Mi
 //! # A version without an artefact runs on Winch code at once, Cranelift's later (default: true).
 //! tieredCompilation: true
 //! # Write /tmp/perf-<pid>.map, so that `perf` names the plugins' functions (default: false).
@@ -127,6 +130,8 @@ pub struct RawConfig {
     pub(crate) cache_directory: Option<String>,
     /// Directory of artefacts made by `wasmop compile`.
     pub(crate) precompiled_directory: Option<String>,
+    /// The largest component the host compiles itself (`8Mi`); bigger ones need an artefact.
+    pub(crate) max_compile_bytes: Option<RawQuantity>,
     /// Tiered loading: Winch code first, Cranelift's once compiled in the background.
     pub(crate) tiered_compilation: Option<bool>,
     /// `/tmp/perf-<pid>.map` for `perf`.

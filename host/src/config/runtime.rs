@@ -1,6 +1,6 @@
 //! The conversion into the runtime's own [`RuntimeConfig`]: the engine-wide settings that
 //! follow from the host config (concurrency, the largest memory limit, whether any plugin
-//! meters fuel, tiers, the lanes, artefact directories).
+//! meters fuel, tiers, the lanes, artefact directories, the compile bound).
 
 use wasmop_runtime::{Limits, RuntimeConfig};
 
@@ -27,7 +27,8 @@ impl Config {
             .perf_map(self.perf_map)
             .dev_sources(self.dev_sources)
             .demote_after(self.demote_after)
-            .describe_deadline(self.describe_deadline);
+            .describe_deadline(self.describe_deadline)
+            .max_compile_bytes(self.max_compile_bytes);
         if let Some(dir) = &self.cache_directory {
             config = config.cache_dir(dir);
         }

@@ -551,3 +551,59 @@ async fn a_version_still_loading_is_dropped_for_a_newer_one_and_never_settles() 
     wait_version(&env, "a", "2").await;
     host.stop().await;
 }
+
+/// A host that compiles components of at most 1 KiB (`maxCompileBytes`: a small node's
+/// overlay sets it so that a big compile cannot get the pod OOM-killed) refuses a plugin it
+/// would have to compile, saying why and how to ship it, and runs the same file once `wasmop
+/// compile --config` has put its artefact into the host's `precompiledDirectory`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_over_max_compile_bytes_runs_once_its_artefact_is_shipped() {
+    let env = TestEnv::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let precompiled = dir.path().join("precompiled");
+    let config = format!(
+        "{}maxCompileBytes: 1Ki\nprecompiledDirectory: {}\n",
+        config(&env),
+        precompiled.display()
+    );
+    let mut host = Host::start(&env, &["reload-v1"], &config).await;
+    let error = host.wait_rejection("the plugin to be refused").await;
+    assert!(
+        error.contains("reload-v1.wasm")
+            && error.contains("at most 1.0 KiB (1024 bytes) (`maxCompileBytes`)")
+            && error.contains("wasmop compile --config"),
+        "{error}"
+    );
+    host.stop().await;
+
+    // As the operator would: the artefact made with the host's config, shipped beside it.
+    let file = dir.path().join("wasmop.yaml");
+    std::fs::write(&file, &config).unwrap();
+    let made = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .arg("compile")
+        .arg("--config")
+        .arg(&file)
+        .arg("--out")
+        .arg(&precompiled)
+        .arg(wasmop_test_guests::component("reload-v1"))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let mut host = Host::start(&env, &["reload-v1"], &config).await;
+    let loaded = host
+        .wait_log("the plugin to load from its artefact", |l| {
+            // The runtime's line (the registry's has no `precompiled`).
+            message(l) == "plugin loaded"
+                && l["fields"]["plugin"] == "reload-probe"
+                && l["fields"].get("precompiled").is_some()
+        })
+        .await;
+    assert_eq!(loaded["fields"]["precompiled"], true, "{loaded}");
+    touch_input(&env, "a", &[]).await;
+    wait_version(&env, "a", "1").await;
+    host.stop().await;
+}

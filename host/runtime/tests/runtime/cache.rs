@@ -346,3 +346,81 @@ async fn the_perf_map_names_a_plugins_functions_compiled_or_cached() {
     healthy_call(&cached, "profiled", "8").await;
     let _ = std::fs::remove_file(&map);
 }
+
+/// `max_compile_bytes`: a component bigger than the bound, with no artefact, is refused with
+/// an error that says so and how to ship it; the same bytes load from a precompiled artefact
+/// or from the cache, and a component within the bound compiles as usual (tiered or not).
+#[tokio::test]
+async fn a_component_over_the_compile_bound_loads_only_from_an_artefact() {
+    let _shared = crate::support::shared().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes = bytes_of("well-behaved");
+    let size = bytes.len() as u64;
+    let digest = wasmop_core::plugin::Digest::of(&bytes);
+    let config = |limit: u64| {
+        RuntimeConfig::default()
+            .concurrency(2)
+            .limits(test_limits())
+            .max_compile_bytes(Some(limit))
+    };
+    for tiered in [false, true] {
+        let Err(refused) = Runtime::new(config(size - 1).tiered(tiered))
+            .expect("runtime")
+            .load(bytes.clone(), LoadOptions::default())
+            .await
+        else {
+            panic!("tiered {tiered}: compiled a component over the bound");
+        };
+        let text = refused.to_string();
+        assert!(
+            matches!(refused, wasmop_runtime::LoadError::TooBigToCompile { size: s, limit } if s as u64 == size && limit == size - 1),
+            "tiered {tiered}: {text}"
+        );
+        assert!(
+            text.contains(&format!("({size} bytes)"))
+                && text.contains("`maxCompileBytes`")
+                && text.contains("wasmop compile")
+                && text.contains("`precompiledDirectory`"),
+            "{text}"
+        );
+        let within = load(
+            &Runtime::new(config(size).tiered(tiered)).expect("runtime"),
+            "well-behaved",
+        )
+        .await;
+        assert!(!within.load_stats().from_cache);
+        healthy_call(&within, "within-the-bound", "1").await;
+    }
+
+    // A precompiled artefact is loaded whatever its component's size.
+    let precompiled = dir.path().join("precompiled");
+    wasmop_runtime::precompiled::compile(&config(size - 1), None, &bytes, &digest, &precompiled)
+        .expect("compiles");
+    let shipped = load(
+        &Runtime::new(config(size - 1).precompiled_dir(&precompiled)).expect("runtime"),
+        "well-behaved",
+    )
+    .await;
+    assert!(
+        shipped.load_stats().precompiled,
+        "{:?}",
+        shipped.load_stats()
+    );
+    healthy_call(&shipped, "precompiled", "2").await;
+
+    // So is one in the cache, stored by a host that compiled it.
+    let cache = dir.path().join("cache");
+    let compiled = load(
+        &Runtime::new(config(size).cache_dir(&cache)).expect("runtime"),
+        "well-behaved",
+    )
+    .await;
+    assert!(!compiled.load_stats().from_cache);
+    let cached = load(
+        &Runtime::new(config(size - 1).cache_dir(&cache)).expect("runtime"),
+        "well-behaved",
+    )
+    .await;
+    assert!(cached.load_stats().from_cache, "{:?}", cached.load_stats());
+    healthy_call(&cached, "cached", "3").await;
+}
