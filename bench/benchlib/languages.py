@@ -10,8 +10,9 @@ operator framework its authors would otherwise use, running the same logic.
 Each converges N Databases as in section 1, with the Rust plugin in wasmop as the third
 contender, and measures per plugin: cold reload to first reconcile (Winch), Winch and Cranelift
 compile times, component and artefact sizes, the component compressed for the ConfigMap route,
-the host's peak RSS while compiling, cached start and RSS with 1 and 10 distinct plugins (3 with
---quick), and the dispatch cost per reconcile against the Rust plugin and the native twin."""
+the host's peak RSS while compiling, the same reload from a precompiled artefact (`wasmop
+compile`) and the host's peak RSS then, cached start and RSS with 1 and 10 distinct plugins (3
+with --quick), and the dispatch cost per reconcile against the Rust plugin and the native twin."""
 
 import os
 import re
@@ -213,6 +214,62 @@ def cold_reload(bins, cp, run_dir, lang, component, cache):
     }
 
 
+def precompiled_reload(bins, cp, run_dir, lang, component):
+    """The same reload as `cold_reload`, but into a host with a precompiled directory holding
+    the plugin's artefact (`wasmop compile`, as a small node gets it: deploy/README.md, "Python
+    plugins on a small node") and an empty artefact cache: seconds to its first reconcile, and
+    the host's VmHWM a second after it, when nothing was compiled."""
+    pre = run_dir / f"precompiled-{lang.key}"
+    shutil.rmtree(pre, ignore_errors=True)
+    started = time.monotonic()
+    subprocess.run([str(bins["wasmop"]), "compile", "--out", str(pre), str(component)],
+                   check=True, capture_output=True, text=True)
+    compile_s = time.monotonic() - started
+    plugins, cache = run_dir / f"plugins-{lang.key}-pre", run_dir / f"cache-{lang.key}-pre"
+    for d in (plugins, cache):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+    ns = f"{lang.key}-pre"
+    cp.kubectl("create", "namespace", ns, check=False)
+    manifest = run_dir / f"{ns}-database.yaml"
+    manifest.write_text(DATABASE % ns)
+    cp.kubectl("apply", "-f", str(manifest))
+    c = Controller("wasmop", bins, cp, run_dir, plugins_dir=plugins, cache_dir=cache,
+                   precompiled_dir=pre, user_kubeconfig=cp.kubeconfig, tag=f"-{lang.key}-pre",
+                   log_level="info")
+    try:
+        c.wait_ready()
+        time.sleep(1)
+        hwm_before = c.hwm_mib()
+        staged = run_dir / f"{component.name}.staged"
+        shutil.copy(component, staged)
+        started = time.monotonic()
+        os.replace(staged, plugins / component.name.replace("-", "_"))
+        first = None
+        while time.monotonic() - started < 300:
+            if reconciles(c, "database-config") >= 1:
+                first = time.monotonic() - started
+                break
+            time.sleep(0.01)
+        time.sleep(1)
+        hwm, rss = c.hwm_mib(), c.rss_mib()
+    finally:
+        c.stop()
+    cp.delete_namespace(ns)
+    loaded = [f for f in log_fields(c.log.name, "plugin loaded") if "compiler" in f]
+    # `precompiled` is in the line since 2026-12-07; before, a load from the cache when the
+    # cache started empty could only be one.
+    precompiled = bool(loaded) and loaded[0].get("precompiled", loaded[0].get("from_cache")) is True
+    return {
+        "wasmop_compile_s": round(compile_s, 1),
+        "first_reconcile_s": None if first is None else round(first, 3),
+        "loaded_precompiled": precompiled,
+        "host_rss_before_mib": round(hwm_before, 1),
+        "host_peak_rss_mib": round(hwm, 1),
+        "host_rss_after_mib": round(rss, 1),
+    }
+
+
 def cached_starts(bins, cp, run_dir, plugins, cache, repeats, tag):
     times, rss = [], []
     for rep in range(repeats):
@@ -272,6 +329,8 @@ def measure(lang, bins, cp, run_dir, n, repeats, quick):
     out = {"objects": n, "repeats": repeats, "plugins": count}
     # Cold: a new plugin into a running host, with an empty cache.
     out["cold"] = cold_reload(bins, cp, run_dir, lang, components[0], cache)
+    # The same plugin from a precompiled artefact: what a small node runs (no compile at all).
+    out["precompiled"] = precompiled_reload(bins, cp, run_dir, lang, components[0])
     # Fill the cache with every plugin's Cranelift artefact, so that no later figure is a
     # compile's.
     warm = Controller("wasmop", bins, cp, run_dir, plugins_dir=many, cache_dir=cache,
@@ -398,8 +457,10 @@ def report(lang, res, out, goals):
         "directory → its first reconcile (`controller_runtime_reconcile_time_seconds` counted), on",
         "the code tiered loading runs first; the same host then compiles it with Cranelift in the",
         "background: its compile times are the runtime's log line, its peak RSS the host's VmHWM",
-        "after both. Cached: process start → `/readyz` with every artefact in the cache; RSS once",
-        "settled.",
+        "after both. From a precompiled artefact: the same reload into a host whose",
+        "`--precompiled-dir` holds the artefact `wasmop compile` made (what a small node runs:",
+        "deploy/README.md), with an empty cache; its peak RSS a second after the first reconcile.",
+        "Cached: process start → `/readyz` with every artefact in the cache; RSS once settled.",
         "",
         "| measure | figure |",
         "| --- | ---: |",
@@ -415,6 +476,17 @@ def report(lang, res, out, goals):
         f"| Cranelift artefact | {cold['artefact_mib']} MiB |",
         f"| host RSS: before / peak while compiling / after | {cold['host_rss_before_mib']} / "
         f"{cold['host_peak_rss_mib']} / {cold['host_rss_after_mib']} MiB |",
+    ]
+    pre = res.get("precompiled")
+    if pre:
+        out += [
+            f"| from a precompiled artefact (`wasmop compile`: {pre['wasmop_compile_s']} s; "
+            f"loaded without compiling: {'yes' if pre['loaded_precompiled'] else 'NO'}) → first "
+            f"reconcile | {pre['first_reconcile_s']} s |",
+            f"| host RSS with it: before / peak / after | {pre['host_rss_before_mib']} / "
+            f"{pre['host_peak_rss_mib']} / {pre['host_rss_after_mib']} MiB |",
+        ]
+    out += [
         f"| cached start → ready, 1 plugin | {c1['ready_ms']} ms |",
         f"| cached start → ready, {count} plugins | {cn['ready_ms']} ms ({res['cached_ready_ms_per_plugin']} ms per plugin) |",
         f"| RSS, 1 plugin loaded | {c1['rss_mib']} MiB |",
@@ -459,8 +531,19 @@ def python_goals(lang, res, goals):
     goals.append(("Python plugin: cold reload → first reconcile ≤ 3 s on Winch",
                   f"{r} s ({cold['loaded_by']})",
                   goal(r is not None and r <= 3 and cold["loaded_by"] == "Winch")))
-    goals.append(("Python plugin: host peak RSS while compiling ≤ 256 MiB",
-                  f"{cold['host_peak_rss_mib']} MiB", goal(cold["host_peak_rss_mib"] <= 256)))
+    # The issue's goal: ≤ 256 MiB while compiling, "or the K3s overlay documents precompiled
+    # artefacts as the way, with the figure" (it does: deploy/overlays/k3s, deploy/README.md);
+    # the figure is the host's peak with the plugin from a precompiled artefact.
+    pre, peak = res.get("precompiled"), cold["host_peak_rss_mib"]
+    if peak <= 256 or not pre:
+        goals.append(("Python plugin: host peak RSS while compiling ≤ 256 MiB",
+                      f"{peak} MiB", goal(peak <= 256)))
+    else:
+        ok = pre["loaded_precompiled"] and pre["host_peak_rss_mib"] <= 256
+        goals.append(("Python plugin: host peak RSS while compiling ≤ 256 MiB, or precompiled "
+                      "artefacts as the way (the K3s overlay), with the figure",
+                      f"{peak} MiB compiling; {pre['host_peak_rss_mib']} MiB from a precompiled "
+                      "artefact", "met (precompiled)" if ok else "MISSED"))
     dispatch_goal(res, goals, "Python plugin: dispatch ≤ 1 ms per reconcile", 1000)
 
 

@@ -35,7 +35,7 @@ class Controller:
     """One contender's process, started and timed to ready."""
 
     def __init__(self, kind, bins, cp, run_dir, plugins_dir=None, cache_dir=None, config=None,
-                 user_kubeconfig=None, tag="", log_level="warn"):
+                 user_kubeconfig=None, tag="", log_level="warn", precompiled_dir=None):
         self.kind = kind
         self.log = open(run_dir / f"{kind}{tag}.log", "w")
         env = {**os.environ, "KUBECONFIG": user_kubeconfig or cp.users[kind]}
@@ -50,6 +50,8 @@ class Controller:
                 cmd += ["--config", str(config)]
             if cache_dir:
                 cmd += ["--cache-dir", str(cache_dir)]
+            if precompiled_dir:
+                cmd += ["--precompiled-dir", str(precompiled_dir)]
             # The others log only warnings; wasmop's default (info) writes a line per reconcile.
             # Section 8 reads the runtime's compile times from its info lines.
             env["WASMOP_LOG"] = log_level
