@@ -1,5 +1,6 @@
 //! What an operator checks first, per plugin: version, state, last error, reconcile counts;
-//! and for the host: leadership and readiness. The host records into [`Status`]; the health
+//! the components a source holds that run as no plugin, and why they were refused; and for
+//! the host: leadership and readiness. The host records into [`Status`]; the health
 //! server serves its [`Snapshot`] as JSON on `/status`, which `wasmop status` prints, and
 //! `/readyz` answers from it.
 
@@ -12,6 +13,10 @@ use serde::{Deserialize, Serialize};
 /// The longest last-error message kept: an error chain is a line or two; a plugin's own
 /// message is capped so that a plugin cannot grow `/status` without bound.
 const MAX_ERROR_LEN: usize = 2048;
+
+/// The most refused components listed: each is a file or key of a source the operator
+/// configured, and every refusal is logged and reported as an Event anyway.
+const MAX_REFUSED: usize = 64;
 
 /// Where a plugin is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +79,16 @@ pub struct PluginStatus {
     pub(crate) errors: u64,
 }
 
+/// A component that runs as no plugin: its version was refused (a load error, the policy, a
+/// component too big to compile here) and no earlier version of it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// Why, as the log line and the Event say it.
+    pub(crate) error: String,
+    /// When (RFC 3339).
+    pub(crate) at: String,
+}
+
 /// Everything `/status` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -83,6 +98,10 @@ pub struct Snapshot {
     pub leadership: Leadership,
     /// Per plugin name.
     pub plugins: BTreeMap<String, PluginStatus>,
+    /// Per component (`<key> in <source>`) that was refused and provides no plugin, at most
+    /// 64 of them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused: BTreeMap<String, Refusal>,
 }
 
 #[derive(Debug)]
@@ -90,6 +109,7 @@ struct Inner {
     plugins_loaded: bool,
     leadership: Leadership,
     plugins: BTreeMap<String, PluginStatus>,
+    refused: BTreeMap<String, Refusal>,
 }
 
 /// The shared, mutable status. Cheap to clone; every method is a short critical section
@@ -107,6 +127,7 @@ impl Status {
                 plugins_loaded: false,
                 leadership,
                 plugins: BTreeMap::new(),
+                refused: BTreeMap::new(),
             })),
         }
     }
@@ -158,6 +179,30 @@ impl Status {
             if let Some(p) = i.plugins.get_mut(plugin) {
                 set_error(p, error);
             }
+        });
+    }
+
+    /// Records that `component` (`<key> in <source>`) was refused and provides no plugin,
+    /// replacing what was known of it; beyond [`MAX_REFUSED`] components, new ones are left
+    /// to the log and the Events.
+    pub fn refused(&self, component: &str, error: String) {
+        self.with(|i| {
+            if i.refused.len() < MAX_REFUSED || i.refused.contains_key(component) {
+                i.refused.insert(
+                    component.to_owned(),
+                    Refusal {
+                        error: capped(error),
+                        at: Timestamp::now().to_string(),
+                    },
+                );
+            }
+        });
+    }
+
+    /// Forgets `component`'s refusal: a version of it runs now, or it left its source.
+    pub fn not_refused(&self, component: &str) {
+        self.with(|i| {
+            i.refused.remove(component);
         });
     }
 
@@ -229,11 +274,18 @@ impl Status {
             ready,
             leadership: i.leadership,
             plugins: i.plugins.clone(),
+            refused: i.refused.clone(),
         })
     }
 }
 
-fn set_error(p: &mut PluginStatus, mut error: String) {
+fn set_error(p: &mut PluginStatus, error: String) {
+    p.last_error = Some(capped(error));
+    p.last_error_at = Some(Timestamp::now().to_string());
+}
+
+/// `error` cut at [`MAX_ERROR_LEN`] bytes, on a character boundary, marked with `…`.
+fn capped(mut error: String) -> String {
     if error.len() > MAX_ERROR_LEN {
         let mut cut = MAX_ERROR_LEN;
         while !error.is_char_boundary(cut) {
@@ -242,8 +294,7 @@ fn set_error(p: &mut PluginStatus, mut error: String) {
         error.truncate(cut);
         error.push('…');
     }
-    p.last_error = Some(error);
-    p.last_error_at = Some(Timestamp::now().to_string());
+    error
 }
 
 /// A cell as a terminal may show it: the snapshot may come from any host, and last errors
@@ -252,8 +303,8 @@ fn shown(s: &str) -> String {
     wasmop_core::plugin::text::PluginText::new(s).into_string()
 }
 
-/// The snapshot as an operator reads it: one line for the host, one row per plugin; every
-/// string escaped for the terminal.
+/// The snapshot as an operator reads it: one line for the host, one row per plugin, then a
+/// line per last error and per refused component; every string escaped for the terminal.
 pub fn render(s: &Snapshot) -> String {
     let leadership = match s.leadership {
         Leadership::Disabled => "leader election off",
@@ -266,6 +317,7 @@ pub fn render(s: &Snapshot) -> String {
     );
     if s.plugins.is_empty() {
         out.push_str("no plugins\n");
+        render_refused(s, &mut out);
         return out;
     }
     let rows: Vec<[String; 6]> = s
@@ -316,7 +368,15 @@ pub fn render(s: &Snapshot) -> String {
             out.push_str(&format!("last error of {name} ({at}): {e}\n"));
         }
     }
+    render_refused(s, &mut out);
     out
+}
+
+fn render_refused(s: &Snapshot, out: &mut String) {
+    for (component, r) in &s.refused {
+        let (component, at, e) = (shown(component), shown(&r.at), shown(&r.error));
+        out.push_str(&format!("refused {component} ({at}): {e}\n"));
+    }
 }
 
 #[cfg(test)]
@@ -412,6 +472,57 @@ mod tests {
                 .chars()
                 .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_refused_component_is_listed_until_it_runs_or_leaves() {
+        let s = Status::new(Leadership::Disabled);
+        s.refused("big.wasm in directory /p", "too big\n\u{1b}[2J".into());
+        let snapshot = s.snapshot();
+        assert_eq!(
+            snapshot.refused["big.wasm in directory /p"].error,
+            "too big\n\u{1b}[2J"
+        );
+        let text = render(&snapshot);
+        assert!(
+            text.contains("no plugins\nrefused big.wasm in directory /p ("),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().count(),
+            3,
+            "one line per refusal, escaped: {text}"
+        );
+        // The JSON of a host without refusals stays as it was; an older snapshot still reads.
+        s.not_refused("big.wasm in directory /p");
+        let json = serde_json::to_string(&s.snapshot()).expect("json");
+        assert!(!json.contains("refused"), "{json}");
+        let old: Snapshot =
+            serde_json::from_str(r#"{"ready":true,"leadership":"disabled","plugins":{}}"#)
+                .expect("a snapshot without `refused`");
+        assert!(old.refused.is_empty());
+
+        // Bounded: a source full of bad files cannot grow `/status` without end.
+        for n in 0..MAX_REFUSED + 10 {
+            s.refused(
+                &format!("{n}.wasm in directory /p"),
+                "x".repeat(MAX_ERROR_LEN * 2),
+            );
+        }
+        let snapshot = s.snapshot();
+        assert_eq!(snapshot.refused.len(), MAX_REFUSED);
+        assert!(
+            snapshot
+                .refused
+                .values()
+                .all(|r| r.error.len() <= MAX_ERROR_LEN + 3)
+        );
+        // One already listed is still updated.
+        s.refused("0.wasm in directory /p", "again".into());
+        assert_eq!(
+            s.snapshot().refused["0.wasm in directory /p"].error,
+            "again"
         );
     }
 }

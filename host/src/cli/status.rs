@@ -1,5 +1,6 @@
 //! `wasmop status`: what an operator checks first — each plugin's version, state, reconcile
-//! counts and last error, and the host's readiness and leadership — read from a running
+//! counts and last error, the components that run as no plugin and why they were refused, and
+//! the host's readiness and leadership — read from a running
 //! host's `/status` (on its `healthAddress`). In a cluster:
 //! `kubectl exec deploy/wasmop -- wasmop status`, or through `kubectl port-forward`.
 

@@ -98,6 +98,7 @@ impl Registry {
             .collect();
         let changed = !gone.is_empty();
         for origin in gone {
+            self.shared.status.not_refused(&self.component(&origin));
             let Some(name) = self.slots.remove(&origin).and_then(|slot| slot.provides) else {
                 continue;
             };

@@ -38,6 +38,7 @@ impl Registry {
         );
         // Before the controller starts, so that the states it records are not lost.
         self.shared.status.version(name.as_str(), &version, &digest);
+        self.shared.status.not_refused(&self.component(&origin));
         match self.live.remove(&name) {
             None => {
                 let source = &self.sources[origin.source];

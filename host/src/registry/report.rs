@@ -134,11 +134,23 @@ impl Registry {
             None => wasmop_core::chain(rejection),
         };
         tracing::error!(plugin = label, key = origin.key, error = %note, "plugin version rejected");
-        self.shared
-            .status
-            .error(label, format!("new version rejected: {note}"));
+        if keeps.is_some() {
+            self.shared
+                .status
+                .error(label, format!("new version rejected: {note}"));
+        } else {
+            // Nothing of it runs: `/status` lists the component itself.
+            self.shared
+                .status
+                .refused(&self.component(origin), note.clone());
+        }
         self.event(origin.source, label, "PluginRejected", "Load", note)
             .await;
+    }
+
+    /// How `/status` names the component at `origin`: `<key> in <source>`.
+    pub(super) fn component(&self, origin: &Origin) -> String {
+        format!("{} in {}", origin.key, self.sources[origin.source])
     }
 
     /// A Warning Event on the object of source number `source`.

@@ -574,6 +574,23 @@ async fn a_plugin_over_max_compile_bytes_runs_once_its_artefact_is_shipped() {
             && error.contains("wasmop compile --config"),
         "{error}"
     );
+    // `wasmop status` lists the file: nothing of it runs.
+    let (_, body) = host.probe("/status").await;
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let refused = status["refused"]
+        .as_object()
+        .and_then(|r| {
+            r.iter()
+                .find(|(k, _)| k.starts_with("reload-v1.wasm in directory "))
+        })
+        .unwrap_or_else(|| panic!("no refusal of reload-v1.wasm: {body}"));
+    assert!(
+        refused.1["error"]
+            .as_str()
+            .unwrap()
+            .contains("`maxCompileBytes`"),
+        "{body}"
+    );
     host.stop().await;
 
     // As the operator would: the artefact made with the host's config, shipped beside it.
