@@ -169,7 +169,30 @@ async fn hostile_declarations_are_rejected_and_nothing_they_said_is_shown_raw() 
     assert_eq!(code, 200, "{status}");
     assert!(status.len() < 1 << 20, "/status is {} bytes", status.len());
     no_raw_controls("/status", &status);
-    assert!(!status.contains("forged"), "{status}");
+    // Only the healthy plugin runs: no entry, version or digest a declaration forged. Each
+    // hostile file is listed as refused, its error the log's: what it declared is quoted
+    // escaped and cut, never taken for a field of its own.
+    let json: Value = serde_json::from_str(&status).unwrap();
+    let plugins = json["plugins"].as_object().unwrap();
+    assert_eq!(
+        plugins.keys().collect::<Vec<_>>(),
+        ["reload-probe"],
+        "{status}"
+    );
+    assert_eq!(plugins["reload-probe"]["version"], "1", "{status}");
+    let refused = json["refused"].as_object().unwrap();
+    for hostile in HOSTILE {
+        let (_, entry) = refused
+            .iter()
+            .find(|(k, _)| k.starts_with(&format!("{hostile}.wasm in directory ")))
+            .unwrap_or_else(|| panic!("{hostile} is not listed as refused: {status}"));
+        let error = entry["error"].as_str().unwrap();
+        assert!(error.len() < 2000, "{hostile}: {error}");
+        assert!(
+            error.contains("the plugin's declaration is invalid"),
+            "{error}"
+        );
+    }
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args(["status", "--address", host.health_address()])
         .output()
@@ -179,6 +202,17 @@ async fn hostile_declarations_are_rejected_and_nothing_they_said_is_shown_raw() 
     assert!(out.status.success(), "{stdout}");
     no_raw_controls("wasmop status", &stdout);
     assert!(stdout.contains("reload-probe"), "{stdout}");
+    // No row a declaration forged (`other  9.9.9  sha256:forged  running`): every line is the
+    // host's, the table's header, the healthy plugin's row or a refusal on a line of its own.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3 + HOSTILE.len(), "{stdout}");
+    assert!(
+        lines.iter().all(|l| l.starts_with("host: ")
+            || l.starts_with("PLUGIN ")
+            || l.starts_with("reload-probe ")
+            || l.starts_with("refused ")),
+        "{stdout}"
+    );
     host.stop().await;
 }
 
