@@ -149,12 +149,12 @@ pub enum LoadError {
     /// No artefact of the component was found, and it is bigger than the runtime compiles
     /// ([`super::RuntimeConfig::max_compile_bytes`]).
     #[error(
-        "the component is {} and has no artefact here, and this host compiles components of \
-         at most {} (`maxCompileBytes`): compiling takes many times a component's size in \
-         memory. Compile it ahead with `wasmop compile --config <this host's config file> --out \
-         DIR` and put DIR's files into the host's `precompiledDirectory`",
-        size_text(*size as u64),
-        size_text(*limit)
+        "the component is {size} bytes and has no artefact here, and this host compiles \
+         components of at most {} (`maxCompileBytes`): compiling takes many times a \
+         component's size in memory. Compile it ahead with `wasmop compile --config <this \
+         host's config file> --out DIR` and put DIR's files into the host's \
+         `precompiledDirectory`",
+        super::outcome::mib(*limit)
     )]
     TooBigToCompile {
         /// The component's size in bytes.
@@ -162,17 +162,6 @@ pub enum LoadError {
         /// The bound, in bytes.
         limit: u64,
     },
-}
-
-/// `bytes` for a reader: `18.2 MiB (19053791 bytes)`, `600 KiB (614400 bytes)`.
-fn size_text(bytes: u64) -> String {
-    #[allow(clippy::cast_precision_loss)] // one decimal of a file's size
-    let (value, unit) = if bytes >= 1 << 20 {
-        (bytes as f64 / f64::from(1u32 << 20), "MiB")
-    } else {
-        (bytes as f64 / 1024.0, "KiB")
-    };
-    format!("{value:.1} {unit} ({bytes} bytes)")
 }
 
 /// How loading went.

@@ -163,7 +163,8 @@ impl Outcome {
     }
 }
 
-fn mib(bytes: u64) -> String {
+/// A limit as configured: `64 MiB` when it is whole MiB, else `N bytes`.
+pub(crate) fn mib(bytes: u64) -> String {
     if bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {

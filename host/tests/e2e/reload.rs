@@ -570,7 +570,7 @@ async fn a_plugin_over_max_compile_bytes_runs_once_its_artefact_is_shipped() {
     let error = host.wait_rejection("the plugin to be refused").await;
     assert!(
         error.contains("reload-v1.wasm")
-            && error.contains("at most 1.0 KiB (1024 bytes) (`maxCompileBytes`)")
+            && error.contains("at most 1024 bytes (`maxCompileBytes`)")
             && error.contains("wasmop compile --config"),
         "{error}"
     );

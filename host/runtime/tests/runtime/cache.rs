@@ -377,7 +377,8 @@ async fn a_component_over_the_compile_bound_loads_only_from_an_artefact() {
             "tiered {tiered}: {text}"
         );
         assert!(
-            text.contains(&format!("({size} bytes)"))
+            text.contains(&format!("is {size} bytes"))
+                && text.contains(&format!("at most {} bytes", size - 1))
                 && text.contains("`maxCompileBytes`")
                 && text.contains("wasmop compile")
                 && text.contains("`precompiledDirectory`"),
