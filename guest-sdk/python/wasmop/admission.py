@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
-from . import _wit
+from . import _wit, warm
 from .context import Context, _dumps
 from .errors import UsageError
 from .info import Info, Permission
@@ -382,4 +382,5 @@ def export_admission(
             return _wit.admission.Mutation(object=_dumps(answer), warnings=[])
 
     Export.__name__ = Export.__qualname__ = f"{cls.__name__}Export"
+    warm.admission(cls)
     return Export

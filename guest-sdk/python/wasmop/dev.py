@@ -30,7 +30,7 @@ import traceback
 from types import ModuleType
 from typing import Any, NoReturn
 
-from . import _wit
+from . import _wit, warm
 from .reconciler import _fail, error_message
 
 #: The layout of the sources `build.py --dev` appends: `{"format": 1, "modules": {path: text}}`,
@@ -121,6 +121,8 @@ def app() -> ModuleType:
     call is a fresh instance of the runner)."""
     global _app
     if _app is None:
+        # Warming is for a build's snapshot; here it would be redone by every call.
+        warm.ENABLED = False
         sys.meta_path.insert(0, _Sources(sources(_stdin())))
         _app = importlib.import_module(ENTRY)
     return _app

@@ -235,6 +235,23 @@ def _decode(tp: Any, value: Any, path: str, strict: bool) -> Any:
     at = f" at `{path}`" if path else ""
     if tp is Any:
         return value
+    # The scalars first: most fields are one.
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise DecodeError(f"invalid type: {_type_name(value)}, expected a boolean{at}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DecodeError(f"invalid type: {_type_name(value)}, expected an integer{at}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DecodeError(f"invalid type: {_type_name(value)}, expected a number{at}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise DecodeError(f"invalid type: {_type_name(value)}, expected a string{at}")
+        return value
     if typing.get_origin(tp) is typing.Literal:
         allowed = [str(a) for a in typing.get_args(tp)]
         if not isinstance(value, str):
@@ -266,47 +283,95 @@ def _decode(tp: Any, value: Any, path: str, strict: bool) -> Any:
             raise DecodeError(
                 f"invalid type: {_type_name(value)}, expected struct {tp.__name__}{at}"
             )
-        hints = typing.get_type_hints(tp)
-        fields = dataclasses.fields(tp)
+        plan = _plan(tp)
         if strict:
-            keys = [camel(f.name) for f in fields]
             for key in value:
-                if key not in keys:
+                if key not in plan.keys:
                     where = f" in `{path}`" if path else ""
-                    raise DecodeError(f"unknown field `{key}`, expected {_expected(keys)}{where}")
+                    raise DecodeError(
+                        f"unknown field `{key}`, expected {_expected(list(plan.keys))}{where}"
+                    )
         kwargs: dict[str, Any] = {}
-        for f in fields:
-            key = camel(f.name)
-            if key in value:
-                kwargs[f.name] = _decode(hints[f.name], value[key], _join(path, key), strict)
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                if _is_optional(hints[f.name]):
+        for f in plan.fields:
+            if f.key in value:
+                kwargs[f.name] = _decode(f.hint, value[f.key], _join(path, f.key), strict)
+            elif f.required:
+                if f.optional:
                     kwargs[f.name] = None
                 else:
                     where = f" in `{path}`" if path else ""
-                    raise DecodeError(f"missing field `{key}`{where}")
+                    raise DecodeError(f"missing field `{f.key}`{where}")
         return tp(**kwargs)
     if tp is Object:
         if not isinstance(value, dict):
             raise DecodeError(f"invalid type: {_type_name(value)}, expected an object{at}")
         return Object(value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise DecodeError(f"invalid type: {_type_name(value)}, expected a boolean{at}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise DecodeError(f"invalid type: {_type_name(value)}, expected an integer{at}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise DecodeError(f"invalid type: {_type_name(value)}, expected a number{at}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise DecodeError(f"invalid type: {_type_name(value)}, expected a string{at}")
-        return value
     raise DecodeError(f"the type {tp!r} cannot be decoded{at}")
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    #: The JSON key (camelCase).
+    key: str
+    #: The resolved type hint.
+    hint: Any
+    #: No default: the key must be there (or the hint admits `None`).
+    required: bool
+    optional: bool
+
+
+@dataclass(frozen=True)
+class _Plan:
+    fields: tuple[_Field, ...]
+    #: The JSON keys, in field order.
+    keys: tuple[str, ...]
+
+
+#: How to decode each dataclass: its resolved hints and JSON keys, worked out once
+#: (`typing.get_type_hints` is most of a small decode's cost). Filled at build time for the
+#: plugin's own dataclasses (`prepare`), so that a call, which starts from the build's
+#: snapshot, finds them here.
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(tp: type) -> _Plan:
+    plan = _PLANS.get(tp)
+    if plan is None:
+        hints = typing.get_type_hints(tp)
+        fields = tuple(
+            _Field(
+                name=f.name,
+                key=camel(f.name),
+                hint=hints[f.name],
+                required=f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING,
+                optional=_is_optional(hints[f.name]),
+            )
+            for f in dataclasses.fields(tp)
+        )
+        plan = _Plan(fields, tuple(f.key for f in fields))
+        _PLANS[tp] = plan
+    return plan
+
+
+def prepare(tp: Any) -> None:
+    """Works out now how to decode `tp` and every dataclass its fields reach, so that
+    `decode` finds it done. The SDK does it at build time for every dataclass of the plugin's
+    own modules; a type it cannot resolve is left for `decode` to report."""
+    seen: set[int] = set()
+    todo = [tp]
+    while todo:
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        todo.extend(typing.get_args(t))
+        if dataclasses.is_dataclass(t) and isinstance(t, type):
+            try:
+                todo.extend(f.hint for f in _plan(t).fields)
+            except Exception:  # noqa: BLE001 - a hint that does not resolve fails in decode
+                continue
 
 
 def _is_optional(tp: Any) -> bool:
