@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from . import _wit
 from .conditions import condition, find_condition, set_condition
 from .context import Context, DeleteOptions, Event, Patch
+from .errors import Error, UsageError
 from .objects import Kind, Object, owned_meta, prepare
 
 if TYPE_CHECKING:
@@ -54,11 +55,18 @@ def reconciler(
         with _fake_host(sample):
             call(_StandIn(), cleanup, _request(sample))
     for i, obj in enumerate(cls.warm_up):
-        text = json.dumps(obj)
+        # Not an object the host could hand over: the plugin's mistake, and the build's error.
+        try:
+            text = json.dumps(obj)
+            req = _request(text)
+        except (TypeError, ValueError, Error) as e:
+            raise UsageError(
+                f"{cls.__name__}.warm_up[{i}] is not an object to reconcile: {e}"
+            ) from None
         for _ in range(2):
             with _fake_host(text):
                 try:
-                    call(plugin, False, _request(text))
+                    call(plugin, False, req)
                 except _wit.Err as e:
                     # The plugin's own code on its own sample: the build goes on, and says so.
                     message = getattr(e.value, "value", e.value)
@@ -75,14 +83,10 @@ def _request(text: str) -> _wit.exports.Request:
 
 
 def admission(cls: type[Admission]) -> None:
-    """Warms what an admission review goes through: the plugin's dataclasses and the
-    objects' JSON."""
-    if not ENABLED:
-        return
-    _prepare_modules(cls)
-    sample = _sample(cls.kind)
-    for _ in range(2):
-        Object.from_json(json.dumps(sample))
+    """Works out, for an admission export, how to decode the plugin's dataclasses (its
+    `validate` and `mutate` run only on real reviews)."""
+    if ENABLED:
+        _prepare_modules(cls)
 
 
 class _StandIn:
