@@ -45,11 +45,13 @@ def wasmop_config(path, plugins=None):
     return path
 
 
-def converge_once(kind, bins, cp, run_dir, n, ns, wasmop_plugins, label=None, cache_dir=None):
+def converge_once(kind, bins, cp, run_dir, n, ns, wasmop_plugins, label=None, cache_dir=None,
+                  config=None):
     """One convergence run of `kind`'s process; `label` names the contender in the results
-    (section 8 runs wasmop with the Python plugin as `wasmop-python`, as the same user)."""
+    (section 8 runs wasmop with the Python plugin as `wasmop-python`, as the same user);
+    `config` is a wasmop host configuration file (the defaults without one)."""
     c = Controller(kind, bins, cp, run_dir, plugins_dir=wasmop_plugins,
-                   cache_dir=cache_dir or run_dir / "cache", tag=f"-{ns}")
+                   cache_dir=cache_dir or run_dir / "cache", config=config, tag=f"-{ns}")
     ready = c.wait_ready()
     time.sleep(1)
     before_metrics = c.scrape() if kind == "wasmop" else None
