@@ -32,6 +32,9 @@ from .reloads import cold_reload, precompiled_reload
 # ConfigMap's data is limited to 1 MiB): what a compressed component must fit in to ship as a
 # ConfigMap key.
 CONFIGMAP_LIMIT = 1 << 20
+# Reconciles of one plugin at once when its host config does not say (host/src/config.rs,
+# DEFAULT_PLUGIN_CONCURRENCY): what the wasmop contenders run with unless raised.
+WASMOP_DEFAULT_CONCURRENCY = 4
 
 
 @dataclass
@@ -49,7 +52,7 @@ class Language:
                            # a fraction of them
     intro: list = field(default_factory=list)
     # A fourth contender: the same plugin with its `concurrency` raised to this (0: none),
-    # for a baseline that runs more reconciles at once than wasmop's default of 4.
+    # for a baseline that runs more reconciles at once than WASMOP_DEFAULT_CONCURRENCY.
     raised_concurrency: int = 0
 
     @property
@@ -72,7 +75,8 @@ class Language:
 
     @property
     def contenders(self):
-        return [self.label, self.baseline, "wasmop"] + ([self.raised_label] if self.raised_label else [])
+        raised = [self.raised_label] if self.raised_label else []
+        return [self.label, self.baseline, "wasmop", *raised]
 
 
 PYTHON = Language(
@@ -291,6 +295,17 @@ def report(lang, res, out, goals):
     cold, cached, conv = res["cold"], res["cached"], res["convergence"]["median"]
     count = res["plugins"]
     base = lang.baseline
+    # Results of runs before a contender was added lack it.
+    contenders = [k for k in lang.contenders if k in conv]
+    raised_note = [] if lang.raised_label not in conv else [
+        f"wasmop runs at most `concurrency` reconciles of a plugin at once "
+        f"({WASMOP_DEFAULT_CONCURRENCY} by default);",
+        f"{base} starts every object's handler at once. The last row is the same plugin with",
+        f"`concurrency: {lang.raised_concurrency}` (deploy/config/wasmop.yaml), in the same "
+        "alternation; the goals are",
+        "read from the first row, the default.",
+        "",
+    ]
     out += [
         f"## {lang.section}. {lang.title} plugins: {res['objects']} Databases against {base}, "
         f"and what a {lang.title} plugin costs",
@@ -300,6 +315,7 @@ def report(lang, res, out, goals):
         "artefact cached before the runs, so no peak RSS is a compile's); medians of",
         f"{res['repeats']} alternated runs.",
         "",
+        *raised_note,
         f"| controller | converge (s) | objects/s | × {base} | CPU (s) | × {base} | peak RSS (MiB) "
         f"| × {base} | API requests |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -308,18 +324,6 @@ def report(lang, res, out, goals):
              "wasmop": "wasmop + Rust database-config",
              lang.raised_label: f"wasmop + {lang.title} database-config, `concurrency: "
                                 f"{lang.raised_concurrency}`"}
-    # Results of runs before a contender was added lack it.
-    contenders = [k for k in lang.contenders if k in conv]
-    if lang.raised_label in conv:
-        # Before the table's header and its rule.
-        out[-2:-2] = [
-            f"wasmop runs at most `concurrency` reconciles of a plugin at once, 4 by default; {base}",
-            "starts every object's handler at once. The last row is the same plugin with",
-            f"`concurrency: {lang.raised_concurrency}` (deploy/config/wasmop.yaml), in the same "
-            "alternation; the goals",
-            "are read from the first row, the default.",
-            "",
-        ]
     for k in contenders:
         s = conv.get(k)
         if s is None:
